@@ -1,0 +1,115 @@
+"""Every SQL statement of the SQLite backend, by name. Nothing else in ocd writes SQL."""
+
+APPLICATION_ID = 0x6F636421  # "ocd!": tells an ocd database from any other SQLite file
+
+# Each entry upgrades the schema by one version; PRAGMA user_version holds the current one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE queues (
+        key          INTEGER PRIMARY KEY,
+        account      TEXT    NOT NULL,
+        name         TEXT    NOT NULL,
+        queue_id     TEXT    NOT NULL UNIQUE,
+        created_ms   INTEGER NOT NULL,
+        modified_ms  INTEGER NOT NULL,
+        delivery_delay_s INTEGER NOT NULL,
+        retention_s  INTEGER NOT NULL,
+        paused       INTEGER NOT NULL,
+        UNIQUE (account, name)
+    );
+    CREATE TABLE messages (
+        seq          INTEGER PRIMARY KEY,
+        queue        INTEGER NOT NULL,
+        id           TEXT    NOT NULL,
+        content_type TEXT    NOT NULL,
+        body         BLOB    NOT NULL,
+        size         INTEGER NOT NULL,
+        sent_ms      INTEGER NOT NULL,
+        visible_ms   INTEGER NOT NULL,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        lease        INTEGER,
+        lease_kind   INTEGER
+    );
+    -- ready messages of a queue, oldest-visible first: claims and wake-up times
+    CREATE INDEX messages_visible ON messages (queue, visible_ms);
+    -- oldest message of a queue and retention sweeps
+    CREATE INDEX messages_sent ON messages (queue, sent_ms);
+    """,
+)
+
+SELECT_QUEUES = """
+SELECT key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s, retention_s, paused
+FROM queues
+"""
+
+INSERT_QUEUE = """
+INSERT INTO queues (account, name, queue_id, created_ms, modified_ms,
+                    delivery_delay_s, retention_s, paused)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+UPDATE_QUEUE = """
+UPDATE queues SET name = ?, modified_ms = ?, delivery_delay_s = ?, retention_s = ?, paused = ?
+WHERE key = ?
+"""
+
+DELETE_QUEUE = "DELETE FROM queues WHERE key = ?"
+
+DELETE_QUEUE_MESSAGES = "DELETE FROM messages WHERE queue = ?"
+
+COUNT_BY_QUEUE = "SELECT queue, count(*), coalesce(sum(size), 0) FROM messages GROUP BY queue"
+
+INSERT_MESSAGE = """
+INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+
+# Messages a crash left leased to a push dispatcher become ready now; their attempt stays
+# counted, so a message that crashes the daemon cannot loop for ever.
+RECOVER_PUSH_LEASES = """
+UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE lease_kind = ?
+"""
+
+READY = """
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM messages
+                         WHERE queue = :q AND visible_ms <= :now LIMIT :n)),
+  (SELECT min(visible_ms) FROM messages WHERE queue = :q AND visible_ms <= :now),
+  (SELECT min(visible_ms) FROM messages WHERE queue = :q AND visible_ms > :now)
+"""
+
+# The attempt is counted when the batch is claimed, not when it is settled.
+CLAIM = """
+UPDATE messages
+SET attempts = attempts + 1, visible_ms = :until, lease = :lease, lease_kind = :kind
+WHERE seq IN (SELECT seq FROM messages
+              WHERE queue = :q AND visible_ms <= :now
+              ORDER BY visible_ms LIMIT :n)
+RETURNING seq, id, content_type, body, sent_ms, attempts
+"""
+
+RETRY = "UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = ?"
+
+DELETE_SEQS = "DELETE FROM messages WHERE seq IN ({marks}) RETURNING size"
+
+# Same id and timestamp in the dead-letter queue; attempts start again.
+MOVE_SEQS = """
+UPDATE messages SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL
+WHERE seq IN ({marks})
+RETURNING size, sent_ms
+"""
+
+# Handing back unfinished work at shutdown does not spend an attempt.
+RELEASE_SEQS = """
+UPDATE messages
+SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = NULL
+WHERE seq IN ({marks}) AND lease_kind = 1
+"""
+
+EXPIRE = """
+DELETE FROM messages WHERE seq IN (
+  SELECT seq FROM messages WHERE queue = ? AND sent_ms < ? LIMIT ?)
+RETURNING size
+"""
+
+OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"

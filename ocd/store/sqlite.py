@@ -1,0 +1,619 @@
+"""The SQLite backend: ``scheduler.sqlite`` in the data directory.
+
+One writer task owns the write connection. Callers queue operations and await a future;
+the writer runs everything pending in one transaction (group commit), commits, then
+resolves each caller. Reads that only inform scheduling (``ready``, oldest timestamp) use a
+second connection, which WAL lets run beside the writer.
+
+The process owns the database file (an exclusive ``flock`` on ``scheduler.sqlite.lock``), so
+at open every push lease left by a crash is returned at once instead of waiting it out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import secrets
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import aiosqlite
+
+from ocd.errors import SchemaError, StoreError, StoreLockedError
+from ocd.store import sql
+from ocd.store.base import (
+    Backlog,
+    Claimed,
+    DeadLetter,
+    Delivery,
+    LeaseKind,
+    NewMessage,
+    QueueRecord,
+    QueueSettings,
+    Ready,
+    Settled,
+)
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "scheduler.sqlite"
+MAX_GROUP = 4000  # operations per group commit; bounds one transaction's size
+IN_CHUNK = 500  # parameters per "seq IN (...)" statement
+
+
+class _Tx:
+    """What one transaction changed, applied to in-memory state only after COMMIT."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self.conn = conn
+        self.delta: dict[int, list[int]] = {}  # queue key -> [count, bytes]
+        self.oldest_dirty: set[int] = set()
+        self.oldest_new: dict[int, int] = {}
+        self.notify: set[int] = set()
+
+    def added(self, key: int, count: int, size: int, min_sent_ms: int) -> None:
+        d = self.delta.setdefault(key, [0, 0])
+        d[0] += count
+        d[1] += size
+        prev = self.oldest_new.get(key)
+        self.oldest_new[key] = min_sent_ms if prev is None else min(prev, min_sent_ms)
+        self.notify.add(key)
+
+    def removed(self, key: int, count: int, size: int) -> None:
+        d = self.delta.setdefault(key, [0, 0])
+        d[0] -= count
+        d[1] -= size
+        self.oldest_dirty.add(key)
+
+
+class _Op:
+    def __init__(self) -> None:
+        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.result: Any = None
+
+    async def apply(self, tx: _Tx) -> None:
+        raise NotImplementedError
+
+
+class _Enqueue(_Op):
+    def __init__(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> None:
+        super().__init__()
+        self.queue = queue
+        self.messages = messages
+
+    def rows(self) -> Iterable[tuple[Any, ...]]:
+        key = self.queue.key
+        for m in self.messages:
+            yield (key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms)
+
+    def account(self, tx: _Tx) -> None:
+        tx.added(
+            self.queue.key,
+            len(self.messages),
+            sum(len(m.body) for m in self.messages),
+            min(m.sent_ms for m in self.messages),
+        )
+
+    async def apply(self, tx: _Tx) -> None:
+        await tx.conn.executemany(sql.INSERT_MESSAGE, self.rows())
+        self.account(tx)
+
+
+class _Call(_Op):
+    """Any other write: a coroutine function run inside the group's transaction."""
+
+    def __init__(self, fn: Any, *args: Any) -> None:
+        super().__init__()
+        self.fn = fn
+        self.args = args
+
+    async def apply(self, tx: _Tx) -> None:
+        self.result = await self.fn(tx, *self.args)
+
+
+def _chunks(seq: Sequence[int]) -> Iterable[Sequence[int]]:
+    for i in range(0, len(seq), IN_CHUNK):
+        yield seq[i : i + IN_CHUNK]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class SqliteStore:
+    def __init__(self, data_dir: Path, durability: Literal["full", "normal"] = "full") -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / DB_NAME
+        self.durability = durability
+        self._lock_fd: int | None = None
+        self._w: aiosqlite.Connection | None = None
+        self._r: aiosqlite.Connection | None = None
+        self._queues: dict[tuple[str, str], QueueRecord] = {}
+        self._by_key: dict[int, QueueRecord] = {}
+        self._counts: dict[int, list[int]] = {}
+        self._oldest: dict[int, int | None] = {}  # None: unknown, recompute on demand
+        self._removals: dict[int, int] = {}  # bumps when a removal may have moved the oldest
+        self._events: dict[int, asyncio.Event] = {}
+        self._pending: list[_Op] = []
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._closing = False
+        self.commits = 0
+        self.committed_ops = 0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def open(self, now_ms: int) -> None:
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.data_dir / (DB_NAME + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise StoreError(f"cannot use data directory {self.data_dir}: {e.strerror}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreLockedError(
+                f"{self.path} is in use by another ocd process (lock held on "
+                f"{self.data_dir / (DB_NAME + '.lock')}); stop it or use another data_dir"
+            ) from None
+        self._lock_fd = fd
+        try:
+            await self._connect(now_ms)
+        except BaseException:
+            await self._close_connections()
+            self._unlock()
+            raise
+        self._writer = asyncio.create_task(self._write_loop(), name="ocd-store-writer")
+
+    async def _connect(self, now_ms: int) -> None:
+        try:
+            self._w = await aiosqlite.connect(self.path, isolation_level=None)
+            sync = "FULL" if self.durability == "full" else "NORMAL"
+            for pragma in (
+                "PRAGMA journal_mode=WAL",
+                f"PRAGMA synchronous={sync}",
+                "PRAGMA busy_timeout=5000",
+                "PRAGMA temp_store=MEMORY",
+            ):
+                await self._w.execute(pragma)
+            await self._migrate(self._w)
+            await self._load(self._w)
+            await self._recover(self._w, now_ms)
+            self._r = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._r.execute("PRAGMA busy_timeout=5000")
+            await self._r.execute("PRAGMA query_only=1")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"cannot open {self.path}: {e}") from e
+
+    async def _migrate(self, conn: aiosqlite.Connection) -> None:
+        (app_id,) = await _one(conn, "PRAGMA application_id")
+        (version,) = await _one(conn, "PRAGMA user_version")
+        (tables,) = await _one(conn, "SELECT count(*) FROM sqlite_master")
+        if app_id not in (0, sql.APPLICATION_ID) or (app_id == 0 and tables > 0):
+            raise SchemaError(f"{self.path} is not an ocd database")
+        latest = len(sql.MIGRATIONS)
+        if version > latest:
+            raise SchemaError(
+                f"{self.path} has schema version {version}, newer than this ocd "
+                f"understands ({latest}); run a newer ocd or restore an older backup"
+            )
+        for target in range(version + 1, latest + 1):
+            # One script, one transaction: a crash mid-migration leaves the old version.
+            await conn.executescript(
+                f"BEGIN IMMEDIATE;\n{sql.MIGRATIONS[target - 1]}\n"
+                f"PRAGMA user_version={target};\n"
+                f"PRAGMA application_id={sql.APPLICATION_ID};\nCOMMIT;"
+            )
+            log.info("database %s migrated to schema %d", self.path, target)
+
+    async def _load(self, conn: aiosqlite.Connection) -> None:
+        for row in await conn.execute_fetchall(sql.SELECT_QUEUES):
+            self._remember(_queue_from_row(row))
+        for key, count, size in await conn.execute_fetchall(sql.COUNT_BY_QUEUE):
+            self._counts[key] = [count, size]
+
+    async def _recover(self, conn: aiosqlite.Connection, now_ms: int) -> None:
+        cur = await conn.execute(sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
+        if cur.rowcount:
+            log.warning(
+                "returned %d message(s) that were in flight when ocd last stopped",
+                cur.rowcount,
+                extra={"event": "inflight_recovered", "count": cur.rowcount},
+            )
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._writer is not None:
+            self._wake.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+            self._writer = None
+        await self._close_connections()
+        self._unlock()
+
+    async def _close_connections(self) -> None:
+        for conn in (self._r, self._w):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+        self._r = self._w = None
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ---------------------------------------------------------------- the writer
+
+    async def _submit(self, op: _Op) -> Any:
+        if self._closing or self._writer is None:
+            raise StoreError("the store is closed")
+        if self._writer.done():
+            raise StoreError("the store's writer has stopped")
+        self._pending.append(op)
+        self._wake.set()
+        # A caller that is cancelled after submitting must not undo the write: the writer
+        # still commits it, and shielding keeps the future from being cancelled with it.
+        return await asyncio.shield(op.future)
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                ops = self._pending[:MAX_GROUP]
+                del self._pending[:MAX_GROUP]
+                await self._commit_group(ops)
+            if self._closing:
+                return
+
+    async def _commit_group(self, ops: list[_Op]) -> None:
+        try:
+            tx = await self._run(ops)
+        except sqlite3.Error as e:
+            if len(ops) == 1:
+                _fail(ops[0], e)
+                return
+            # Isolate the failure: one bad operation must not fail its neighbours.
+            for op in ops:
+                try:
+                    tx = await self._run([op])
+                except sqlite3.Error as e1:
+                    _fail(op, e1)
+                else:
+                    self._committed(tx, [op])
+            return
+        self._committed(tx, ops)
+
+    async def _run(self, ops: list[_Op]) -> _Tx:
+        assert self._w is not None
+        conn = self._w
+        tx = _Tx(conn)
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            enqueues = [op for op in ops if isinstance(op, _Enqueue)]
+            if enqueues:
+                await conn.executemany(
+                    sql.INSERT_MESSAGE, (row for op in enqueues for row in op.rows())
+                )
+                for op in enqueues:
+                    op.account(tx)
+            for op in ops:
+                if not isinstance(op, _Enqueue):
+                    await op.apply(tx)
+            await conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                await conn.execute("ROLLBACK")
+            raise
+        return tx
+
+    def _committed(self, tx: _Tx, ops: list[_Op]) -> None:
+        self.commits += 1
+        self.committed_ops += len(ops)
+        for key, (count, size) in tx.delta.items():
+            c = self._counts.setdefault(key, [0, 0])
+            c[0] += count
+            c[1] += size
+        for key in tx.oldest_dirty:
+            self._oldest[key] = None
+            self._removals[key] = self._removals.get(key, 0) + 1
+        for key, sent_ms in tx.oldest_new.items():
+            prev = self._oldest.get(key)
+            if prev is not None:
+                self._oldest[key] = min(prev, sent_ms)
+        for op in ops:
+            if not op.future.done():
+                op.future.set_result(op.result)
+        for key in tx.notify:
+            self._notify(key)
+
+    # ---------------------------------------------------------------- queues
+
+    def _remember(self, q: QueueRecord) -> None:
+        self._queues[(q.account, q.name)] = q
+        self._by_key[q.key] = q
+
+    def queues(self) -> list[QueueRecord]:
+        return sorted(self._queues.values(), key=lambda q: (q.account, q.name))
+
+    def queue(self, name: str, account: str = "local") -> QueueRecord | None:
+        return self._queues.get((account, name))
+
+    async def ensure_queue(
+        self, name: str, account: str, settings: QueueSettings | None, now_ms: int
+    ) -> QueueRecord:
+        existing = self.queue(name, account)
+        if existing is not None and (settings is None or settings == existing.settings):
+            return existing
+        if existing is not None:
+            assert settings is not None
+            return await self.update_queue(existing, settings, now_ms)
+        s = settings or QueueSettings()
+
+        async def insert(tx: _Tx) -> QueueRecord:
+            qid = secrets.token_hex(16)
+            cur = await tx.conn.execute(
+                sql.INSERT_QUEUE,
+                (account, name, qid, now_ms, now_ms, *_settings_row(s)),
+            )
+            assert cur.lastrowid is not None
+            return QueueRecord(cur.lastrowid, account, name, qid, now_ms, now_ms, s)
+
+        record: QueueRecord = await self._submit(_Call(insert))
+        self._remember(record)
+        self._counts.setdefault(record.key, [0, 0])
+        return record
+
+    async def update_queue(
+        self, queue: QueueRecord, settings: QueueSettings, now_ms: int, new_name: str | None = None
+    ) -> QueueRecord:
+        name = new_name or queue.name
+
+        async def update(tx: _Tx) -> None:
+            await tx.conn.execute(
+                sql.UPDATE_QUEUE, (name, now_ms, *_settings_row(settings), queue.key)
+            )
+            tx.notify.add(queue.key)
+
+        await self._submit(_Call(update))
+        record = QueueRecord(
+            queue.key, queue.account, name, queue.queue_id, queue.created_ms, now_ms, settings
+        )
+        self._queues.pop((queue.account, queue.name), None)
+        self._remember(record)
+        return record
+
+    async def delete_queue(self, queue: QueueRecord) -> None:
+        async def delete(tx: _Tx) -> None:
+            await tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            await tx.conn.execute(sql.DELETE_QUEUE, (queue.key,))
+
+        await self._submit(_Call(delete))
+        self._queues.pop((queue.account, queue.name), None)
+        self._by_key.pop(queue.key, None)
+        self._counts.pop(queue.key, None)
+        self._oldest.pop(queue.key, None)
+        self._notify(queue.key)
+
+    # ---------------------------------------------------------------- messages
+
+    async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
+        await self._submit(_Enqueue(queue, messages))
+        return await self.backlog(queue)
+
+    async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
+        assert self._r is not None
+        try:
+            count, first, nxt = await _one(
+                self._r, sql.READY, {"q": queue.key, "now": now_ms, "n": limit}
+            )
+        except sqlite3.Error as e:
+            raise StoreError(f"reading {self.path} failed: {e}") from e
+        return Ready(count, first, nxt)
+
+    async def claim(
+        self,
+        queue: QueueRecord,
+        limit: int,
+        now_ms: int,
+        lease_until_ms: int,
+        max_attempts: int,
+        dead_letter: DeadLetter,
+        kind: LeaseKind = LeaseKind.PUSH,
+    ) -> Claimed:
+        lease = secrets.randbits(62) + 1
+
+        async def claim(tx: _Tx) -> Claimed:
+            rows = await tx.conn.execute_fetchall(
+                sql.CLAIM,
+                {
+                    "q": queue.key,
+                    "now": now_ms,
+                    "n": limit,
+                    "until": lease_until_ms,
+                    "lease": lease,
+                    "kind": int(kind),
+                },
+            )
+            deliveries: list[Delivery] = []
+            spent: list[int] = []
+            exhausted: list[str] = []
+            for seq, mid, ctype, body, sent_ms, attempts in rows:
+                if attempts > max_attempts:
+                    spent.append(seq)
+                    exhausted.append(mid)
+                else:
+                    deliveries.append(Delivery(seq, mid, ctype, body, sent_ms, attempts, lease))
+            if spent:
+                await self._dead_letter(tx, queue, spent, dead_letter, now_ms)
+            deliveries.sort(key=lambda d: d.seq)
+            return Claimed(deliveries, exhausted)
+
+        result: Claimed = await self._submit(_Call(claim))
+        return result
+
+    async def settle(
+        self,
+        queue: QueueRecord,
+        acks: Sequence[int],
+        retries: Sequence[tuple[int, int]],
+        dead: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> Settled:
+        async def settle(tx: _Tx) -> Settled:
+            acked = await self._delete(tx, queue, acks)
+            retried = 0
+            if retries:
+                cur = await tx.conn.executemany(
+                    sql.RETRY, ((visible, seq) for seq, visible in retries)
+                )
+                retried = max(cur.rowcount, 0)
+                tx.notify.add(queue.key)
+            moved, deleted = await self._dead_letter(tx, queue, dead, dead_letter, now_ms)
+            return Settled(acked, retried, moved, deleted)
+
+        result: Settled = await self._submit(_Call(settle))
+        return result
+
+    async def _delete(self, tx: _Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:
+        n = 0
+        for chunk in _chunks(seqs):
+            rows = await tx.conn.execute_fetchall(
+                sql.DELETE_SEQS.format(marks=_marks(len(chunk))), tuple(chunk)
+            )
+            if rows:
+                tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
+            n += len(rows)
+        return n
+
+    async def _dead_letter(
+        self,
+        tx: _Tx,
+        queue: QueueRecord,
+        seqs: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> tuple[int, int]:
+        """Move exhausted messages to the dead-letter queue, or delete them."""
+        if not seqs:
+            return 0, 0
+        dlq = dead_letter.queue
+        if dlq is None or dlq.key not in self._by_key:
+            return 0, await self._delete(tx, queue, seqs)
+        moved = 0
+        for chunk in _chunks(seqs):
+            rows = await tx.conn.execute_fetchall(
+                sql.MOVE_SEQS.format(marks=_marks(len(chunk))), (dlq.key, now_ms, *chunk)
+            )
+            if rows:
+                size = sum(r[0] for r in rows)
+                tx.removed(queue.key, len(rows), size)
+                tx.added(dlq.key, len(rows), size, min(r[1] for r in rows))
+            moved += len(rows)
+        return moved, 0
+
+    async def release(self, queue: QueueRecord, seqs: Sequence[int], now_ms: int) -> int:
+        async def release(tx: _Tx) -> int:
+            n = 0
+            for chunk in _chunks(seqs):
+                cur = await tx.conn.execute(
+                    sql.RELEASE_SEQS.format(marks=_marks(len(chunk))), (now_ms, *chunk)
+                )
+                n += max(cur.rowcount, 0)
+            tx.notify.add(queue.key)
+            return n
+
+        result: int = await self._submit(_Call(release))
+        return result
+
+    async def expire(self, now_ms: int, batch: int = 5000) -> dict[str, int]:
+        expired: dict[str, int] = {}
+        for queue in self.queues():
+            cutoff = now_ms - queue.settings.message_retention_period_s * 1000
+
+            async def expire(tx: _Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
+                rows = await tx.conn.execute_fetchall(sql.EXPIRE, (q.key, cutoff, batch))
+                if rows:
+                    tx.removed(q.key, len(rows), sum(r[0] for r in rows))
+                return len(rows)
+
+            total = 0
+            while True:
+                n: int = await self._submit(_Call(expire))
+                total += n
+                if n < batch:
+                    break
+            if total:
+                expired[queue.name if queue.account == "local" else f"{queue.account}/{queue.name}"] = total
+        return expired
+
+    async def purge(self, queue: QueueRecord) -> int:
+        async def purge(tx: _Tx) -> int:
+            cur = await tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            n = max(cur.rowcount, 0)
+            c = self._counts.get(queue.key, [0, 0])
+            tx.removed(queue.key, c[0], c[1])
+            return n
+
+        result: int = await self._submit(_Call(purge))
+        return result
+
+    async def backlog(self, queue: QueueRecord) -> Backlog:
+        count, size = self._counts.get(queue.key, (0, 0))
+        if count <= 0:
+            return Backlog(0, 0, 0)
+        oldest = self._oldest.get(queue.key)
+        if oldest is None:
+            assert self._r is not None
+            version = self._removals.get(queue.key, 0)
+            try:
+                (found,) = await _one(self._r, sql.OLDEST, (queue.key,))
+            except sqlite3.Error as e:
+                raise StoreError(f"reading {self.path} failed: {e}") from e
+            oldest = found or 0
+            if found and version == self._removals.get(queue.key, 0):
+                self._oldest[queue.key] = found
+        return Backlog(count, size, oldest)
+
+    # ---------------------------------------------------------------- wake-ups
+
+    def watch(self, queue: QueueRecord) -> asyncio.Event:
+        """An event set at the next commit that may make messages of ``queue`` ready."""
+        ev = self._events.get(queue.key)
+        if ev is None:
+            ev = self._events[queue.key] = asyncio.Event()
+        return ev
+
+    def _notify(self, key: int) -> None:
+        ev = self._events.pop(key, None)
+        if ev is not None:
+            ev.set()
+
+
+def _fail(op: _Op, e: sqlite3.Error) -> None:
+    if not op.future.done():
+        op.future.set_exception(StoreError(f"database write failed: {e}"))
+
+
+async def _one(conn: aiosqlite.Connection, query: str, params: Any = ()) -> Any:
+    async with conn.execute(query, params) as cur:
+        return await cur.fetchone()
+
+
+def _settings_row(s: QueueSettings) -> tuple[int, int, int]:
+    return (s.delivery_delay_s, s.message_retention_period_s, int(s.delivery_paused))
+
+
+def _queue_from_row(row: Any) -> QueueRecord:
+    key, account, name, qid, created, modified, delay, retention, paused = row
+    return QueueRecord(
+        key, account, name, qid, created, modified, QueueSettings(delay, retention, bool(paused))
+    )

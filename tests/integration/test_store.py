@@ -1,0 +1,203 @@
+"""The store conformance suite: every backend must pass it (one parametrised fixture).
+
+Real SQLite files in a temp dir; time comes from a FakeClock-style integer passed in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ocd.errors import SchemaError, StoreLockedError
+from ocd.store import DeadLetter, NewMessage, QueueSettings, SqliteStore
+from ocd.store import sql as sqlite_sql
+
+T0 = 1_800_000_000_000
+NO_DLQ = DeadLetter(None)
+
+
+@pytest.fixture(params=["sqlite"])
+async def store(request, tmp_path):
+    s = SqliteStore(tmp_path / "data")
+    await s.open(T0)
+    yield s
+    await s.close()
+
+
+def msgs(n, at=T0, delay_ms=0, body=b'"x"', prefix="m"):
+    return [NewMessage(f"{prefix}{i:031d}", "json", body, at, at + delay_ms) for i in range(n)]
+
+
+async def test_enqueue_counts_backlog_with_oldest(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    b = await store.enqueue(q, msgs(3, body=b"12345"))
+    assert (b.count, b.bytes, b.oldest_ms) == (3, 15, T0)
+    b = await store.enqueue(q, msgs(1, at=T0 + 10, prefix="n"))
+    assert (b.count, b.oldest_ms) == (4, T0)
+
+
+async def test_claim_hides_messages_until_settled_and_counts_attempt(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(5))
+    c = await store.claim(q, 3, T0, T0 + 60_000, 4, NO_DLQ)
+    assert len(c.deliveries) == 3
+    assert all(d.attempts == 1 for d in c.deliveries)
+    c2 = await store.claim(q, 10, T0, T0 + 60_000, 4, NO_DLQ)
+    assert len(c2.deliveries) == 2  # disjoint
+    assert not {d.id for d in c.deliveries} & {d.id for d in c2.deliveries}
+    r = await store.ready(q, T0, 10)
+    assert r.count == 0 and r.next_visible_ms == T0 + 60_000
+
+
+async def test_settle_acks_retries_and_dead_letters(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
+    await store.enqueue(q, msgs(3))
+    d = (await store.claim(q, 3, T0, T0 + 1000, 4, NO_DLQ)).deliveries
+    s = await store.settle(
+        q, [d[0].seq], [(d[1].seq, T0 + 5000)], [d[2].seq], DeadLetter(dlq), T0
+    )
+    assert (s.acked, s.retried, s.dead_lettered, s.deleted) == (1, 1, 1, 0)
+    assert (await store.backlog(q)).count == 1
+    moved = (await store.claim(dlq, 10, T0, T0 + 1000, 4, NO_DLQ)).deliveries
+    assert [m.id for m in moved] == [d[2].id]
+    assert moved[0].attempts == 1 and moved[0].sent_ms == T0  # same id and timestamp
+    assert (await store.ready(q, T0 + 4999, 10)).count == 0
+    again = (await store.claim(q, 10, T0 + 5000, T0 + 9000, 4, NO_DLQ)).deliveries
+    assert [m.attempts for m in again] == [2]
+
+
+async def test_dead_letter_without_dlq_deletes(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(1))
+    d = (await store.claim(q, 1, T0, T0 + 1000, 1, NO_DLQ)).deliveries
+    s = await store.settle(q, [], [], [d[0].seq], NO_DLQ, T0)
+    assert s.deleted == 1
+    assert (await store.backlog(q)).count == 0
+
+
+async def test_claim_dead_letters_messages_whose_attempts_are_spent(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    dlq = await store.ensure_queue("dlq", "local", None, T0)
+    await store.enqueue(q, msgs(1))
+    # Two lapsed leases with max_attempts=2: the third claim finds it spent.
+    for i in range(2):
+        c = await store.claim(q, 1, T0 + i * 10, T0 + i * 10 + 5, 2, DeadLetter(dlq))
+        assert c.deliveries[0].attempts == i + 1
+    c = await store.claim(q, 1, T0 + 100, T0 + 200, 2, DeadLetter(dlq))
+    assert c.deliveries == [] and len(c.exhausted) == 1
+    assert (await store.backlog(dlq)).count == 1
+
+
+async def test_ready_reports_first_ready_and_next_visible(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(2, delay_ms=0))
+    await store.enqueue(q, msgs(1, delay_ms=30_000, prefix="d"))
+    r = await store.ready(q, T0 + 10, 10)
+    assert (r.count, r.first_ready_ms, r.next_visible_ms) == (2, T0, T0 + 30_000)
+    assert (await store.ready(q, T0 + 10, 1)).count == 1  # capped at the limit
+
+
+async def test_release_returns_messages_without_spending_an_attempt(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(2))
+    d = (await store.claim(q, 2, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    assert await store.release(q, [x.seq for x in d], T0 + 1) == 2
+    again = (await store.claim(q, 2, T0 + 1, T0 + 60_000, 4, NO_DLQ)).deliveries
+    assert [x.attempts for x in again] == [1, 1]
+
+
+async def test_expire_deletes_past_retention_only(store):
+    q = await store.ensure_queue("jobs", "local", QueueSettings(message_retention_period_s=60), T0)
+    await store.enqueue(q, msgs(3, at=T0))
+    await store.enqueue(q, msgs(2, at=T0 + 30_000, prefix="n"))
+    assert await store.expire(T0 + 59_999) == {}
+    assert await store.expire(T0 + 60_001) == {"jobs": 3}
+    b = await store.backlog(q)
+    assert (b.count, b.oldest_ms) == (2, T0 + 30_000)
+
+
+async def test_purge_and_delete_queue(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(4))
+    assert await store.purge(q) == 4
+    assert (await store.backlog(q)).count == 0
+    await store.delete_queue(q)
+    assert store.queue("jobs") is None
+
+
+async def test_queues_are_per_account(store):
+    a = await store.ensure_queue("jobs", "acme", None, T0)
+    b = await store.ensure_queue("jobs", "local", None, T0)
+    assert a.key != b.key and a.queue_id != b.queue_id
+    assert len(a.queue_id) == 32 and int(a.queue_id, 16) >= 0
+    assert store.queue("jobs", "acme") == a
+
+
+async def test_watch_fires_on_commit_that_adds_messages(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    ev = store.watch(q)
+    assert not ev.is_set()
+    await store.enqueue(q, msgs(1))
+    await asyncio.wait_for(ev.wait(), 5)
+
+
+async def test_concurrent_enqueues_are_group_committed(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    before = store.commits
+    await asyncio.gather(*(store.enqueue(q, msgs(1, prefix=f"p{i}")) for i in range(200)))
+    assert (await store.backlog(q)).count == 200
+    assert store.commits - before < 200  # many sends share a transaction
+
+
+async def test_state_survives_reopen_and_push_leases_come_back(tmp_path):
+    s = SqliteStore(tmp_path)
+    await s.open(T0)
+    q = await s.ensure_queue("jobs", "local", QueueSettings(delivery_delay_s=7), T0)
+    await s.enqueue(q, msgs(3))
+    await s.claim(q, 2, T0, T0 + 900_000, 4, NO_DLQ)
+    await s.close()
+    s2 = SqliteStore(tmp_path)
+    await s2.open(T0 + 5)
+    q2 = s2.queue("jobs")
+    assert q2 is not None and q2.settings.delivery_delay_s == 7 and q2.queue_id == q.queue_id
+    assert (await s2.backlog(q2)).count == 3
+    r = await s2.ready(q2, T0 + 5, 10)
+    assert r.count == 3  # in-flight push leases returned at once
+    d = (await s2.claim(q2, 10, T0 + 5, T0 + 100, 4, NO_DLQ)).deliveries
+    assert sorted(x.attempts for x in d) == [1, 2, 2]  # the crash spent an attempt
+    await s2.close()
+
+
+async def test_second_open_of_same_data_dir_is_refused(tmp_path):
+    s = SqliteStore(tmp_path)
+    await s.open(T0)
+    try:
+        with pytest.raises(StoreLockedError, match="in use by another ocd"):
+            await SqliteStore(tmp_path).open(T0)
+    finally:
+        await s.close()
+
+
+async def test_newer_schema_is_refused(tmp_path):
+    import sqlite3
+
+    s = SqliteStore(tmp_path)
+    await s.open(T0)
+    await s.close()
+    con = sqlite3.connect(tmp_path / "scheduler.sqlite")
+    con.execute(f"PRAGMA user_version={len(sqlite_sql.MIGRATIONS) + 1}")
+    con.close()
+    with pytest.raises(SchemaError, match="newer than this ocd"):
+        await SqliteStore(tmp_path).open(T0)
+
+
+async def test_foreign_sqlite_file_is_refused(tmp_path):
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "scheduler.sqlite")
+    con.execute("CREATE TABLE other (x)")
+    con.close()
+    with pytest.raises(SchemaError, match="not an ocd database"):
+        await SqliteStore(tmp_path).open(T0)

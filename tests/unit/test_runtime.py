@@ -1,0 +1,117 @@
+"""The worker-facing API: marks recorded by ack/retry calls, bindings' argument handling."""
+
+import datetime as dt
+import logging
+
+import pytest
+
+from runtime import BatchMarks, Env, Message, MessageBatch, Queue, Response
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def batch_of(*ids):
+    marks = BatchMarks()
+    msgs = [Message(i, NOW, {"n": i}, 1, marks) for i in ids]
+    return MessageBatch("jobs", msgs, {"backlogCount": 0}, marks), marks
+
+
+def test_first_call_on_a_message_wins(caplog):
+    batch, marks = batch_of("a", "b")
+    a, b = batch.messages
+    a.ack()
+    with caplog.at_level(logging.WARNING):
+        a.retry()
+    b.retry(delaySeconds=5)
+    b.ack()
+    assert marks.acks == {"a"}
+    assert marks.retries == {"b": 5}
+    assert "Calling retry() on a message after calling ack() has no effect." in caplog.text
+
+
+def test_ack_all_and_retry_all_exclude_each_other():
+    batch, marks = batch_of("a")
+    batch.ackAll()
+    batch.retryAll(delaySeconds=3)
+    assert marks.ack_all and not marks.retry_all
+    batch2, marks2 = batch_of("a")
+    batch2.retry_all({"delaySeconds": 3})
+    batch2.ack_all()
+    assert marks2.retry_all and marks2.retry_all_delay == 3 and not marks2.ack_all
+
+
+def test_message_calls_after_ack_all_are_ignored():
+    batch, marks = batch_of("a")
+    batch.ackAll()
+    batch.messages[0].retry()
+    assert marks.retries == {}
+
+
+def test_retry_delay_is_validated():
+    batch, _ = batch_of("a")
+    with pytest.raises(ValueError, match="between 0 and 86400"):
+        batch.messages[0].retry(delaySeconds=86401)
+    with pytest.raises(ValueError):
+        batch.retryAll(delay_seconds=-1)
+
+
+def test_metadata_metrics_has_attribute_access():
+    batch, _ = batch_of("a")
+    assert batch.metadata.metrics.backlogCount == 0
+    assert batch.metadata["metrics"]["backlogCount"] == 0
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+
+    async def send_batch(self, items, batch_delay):
+        self.calls.append((list(items), batch_delay))
+        return {"backlogCount": 1, "backlogBytes": 2, "oldestMessageTimestamp": None}
+
+    async def metrics(self):
+        return {"backlogCount": 1, "backlogBytes": 2, "oldestMessageTimestamp": None}
+
+
+async def test_send_accepts_keywords_options_dict_and_snake_case():
+    rec = Recorder()
+    q = Queue("jobs", rec)
+    r = await q.send("x", contentType="text", delaySeconds=3)
+    await q.send("y", {"contentType": "text", "delaySeconds": 4})
+    await q.send("z", content_type="bytes", delay_seconds=5)
+    assert [c[0][0] for c in rec.calls] == [("x", "text", 3), ("y", "text", 4), ("z", "bytes", 5)]
+    assert r.metadata.metrics.backlogCount == 1
+
+
+async def test_send_batch_forms():
+    rec = Recorder()
+    q = Queue("jobs", rec)
+    await q.sendBatch([{"body": 1}, {"body": "t", "contentType": "text", "delaySeconds": 2}],
+                      delaySeconds=9)
+    await q.send_batch([{"body": 2, "delay_seconds": 1}])
+    assert rec.calls[0] == ([(1, None, None), ("t", "text", 2)], 9)
+    assert rec.calls[1] == ([(2, None, 1)], None)
+
+
+async def test_send_batch_rejects_empty_and_bodyless():
+    q = Queue("jobs", Recorder())
+    with pytest.raises(TypeError, match=r"sendBatch\(\) requires at least one message"):
+        await q.sendBatch([])
+    with pytest.raises(TypeError, match="Message body cannot be undefined"):
+        await q.sendBatch([{"contentType": "json"}])
+
+
+def test_env_attribute_access_and_read_only():
+    env = Env({"GREETING": "hi"})
+    assert env.GREETING == "hi"
+    with pytest.raises(AttributeError, match="MISSING"):
+        _ = env.MISSING
+    with pytest.raises(AttributeError):
+        env.GREETING = "no"
+
+
+def test_response_helpers():
+    r = Response.json({"a": 1}, status=201)
+    assert r.status == 201 and r.body == b'{"a": 1}'
+    assert r.headers["Content-Type"] == "application/json"
+    assert Response("hé").body == "hé".encode()

@@ -1,7 +1,7 @@
 """Every error ocd raises on purpose.
 
     OcdError
-    ├── ConfigError            the config (or a wrangler file it names) is wrong; carries every Problem
+    ├── ConfigError            the config (or a wrangler file it names) is wrong; has every Problem
     ├── WorkerLoadError        a worker module is missing, fails to import, or has bad handlers
     ├── StoreError             the queue database failed (disk full, I/O error, corrupt file)
     │   ├── StoreLockedError   another ocd owns the data directory
@@ -45,7 +45,9 @@ class ConfigError(OcdError):
 class WorkerLoadError(OcdError):
     """A worker could not be loaded; ``detail`` keeps the original traceback text."""
 
-    def __init__(self, worker: str, file: Path, key_path: str, message: str, detail: str = "") -> None:
+    def __init__(
+        self, worker: str, file: Path, key_path: str, message: str, detail: str = ""
+    ) -> None:
         self.worker = worker
         self.problem = Problem(file, key_path, message)
         self.detail = detail

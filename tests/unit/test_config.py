@@ -1,0 +1,857 @@
+"""ocd.config: every rule a user can break is reported with file, key path, expected and got."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+
+from ocd.config import (
+    DEFAULT_LISTEN,
+    AccountConfig,
+    Config,
+    ConsumerConfig,
+    ProducerConfig,
+    QueueConfig,
+    ServerConfig,
+    WorkerConfig,
+    load_config,
+)
+from ocd.errors import ConfigError
+
+HASH = "ab" * 32
+WORKER = """
+[[workers]]
+name = "app"
+main = "app/worker.py"
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A directory with app/worker.py, where tests write ocd.toml."""
+    write(tmp_path / "app" / "worker.py", "")
+    return tmp_path
+
+
+def load(root: Path, text: str, **environ: str) -> Config:
+    return load_config(write(root / "ocd.toml", text), environ)
+
+
+def problems(root: Path, text: str, **environ: str) -> list[tuple[str, str]]:
+    with pytest.raises(ConfigError) as info:
+        load(root, text, **environ)
+    return [(p.key_path, p.message) for p in info.value.problems]
+
+
+# --- valid configs ---------------------------------------------------------------------------
+
+
+def test_full_config_round_trips_into_dataclasses(root: Path) -> None:
+    config = load(
+        root,
+        f"""
+        [server]
+        listen = "0.0.0.0:9000"
+        data_dir = "/var/lib/ocd"
+        durability = "normal"
+        shutdown_timeout = 10
+
+        [[accounts]]
+        id = "acme"
+        token_sha256 = ["{HASH.upper()}"]
+
+        [[workers]]
+        name = "queue-app"
+        main = "app/worker.py"
+        routes = ["/", "/api"]
+        vars = {{ GREETING = "hi", LIMITS = {{ max = 3 }}, TAGS = ["a", 1, true, 2.5] }}
+        account = "acme"
+        handler_timeout = 60
+
+        [[workers.queues.producers]]
+        binding = "QUEUE"
+        queue = "jobs"
+
+        [[workers.queues.consumers]]
+        queue = "jobs"
+        max_batch_size = 50
+        max_batch_timeout = 0.5
+        max_retries = 0
+        dead_letter_queue = "jobs-dlq"
+        max_concurrency = 2
+        retry_delay = 30
+
+        [[workers]]
+        name = "minimal"
+        module = "app.other"
+
+        [[workers.queues.consumers]]
+        queue = "other"
+
+        [[queues]]
+        name = "jobs"
+        account = "acme"
+        delivery_delay = 5
+        message_retention_period = 60
+        delivery_paused = true
+        """,
+    )
+    assert config.path == root / "ocd.toml"
+    assert config.server == ServerConfig(
+        host="0.0.0.0",
+        port=9000,
+        data_dir=Path("/var/lib/ocd"),
+        durability="normal",
+        shutdown_timeout_s=10.0,
+    )
+    assert config.accounts == (AccountConfig("acme", (HASH,)),)
+    assert config.workers == (
+        WorkerConfig(
+            name="queue-app",
+            key_path="workers[0]",
+            source=root / "ocd.toml",
+            main=root / "app" / "worker.py",
+            module=None,
+            routes=("/", "/api"),
+            vars=MappingProxyType(
+                {"GREETING": "hi", "LIMITS": {"max": 3}, "TAGS": ["a", 1, True, 2.5]}
+            ),
+            producers=(ProducerConfig("QUEUE", "jobs"),),
+            consumers=(
+                ConsumerConfig(
+                    queue="jobs",
+                    max_batch_size=50,
+                    max_batch_timeout_s=0.5,
+                    max_retries=0,
+                    dead_letter_queue="jobs-dlq",
+                    max_concurrency=2,
+                    retry_delay_s=30,
+                ),
+            ),
+            account="acme",
+            handler_timeout_s=60.0,
+        ),
+        WorkerConfig(
+            name="minimal",
+            key_path="workers[1]",
+            source=root / "ocd.toml",
+            main=None,
+            module="app.other",
+            routes=(),
+            vars=MappingProxyType({}),
+            producers=(),
+            consumers=(ConsumerConfig(queue="other"),),
+        ),
+    )
+    assert config.queues == (
+        QueueConfig("jobs", "acme", 5, 60, True, declared=True),
+        QueueConfig("jobs-dlq", "acme"),
+        QueueConfig("other", "local"),
+    )
+    assert config.warnings == ()
+
+
+def test_empty_config_uses_defaults(root: Path) -> None:
+    config = load(root, "")
+    assert config.server == ServerConfig("127.0.0.1", 8787, root / ".ocd", "full", 30.0)
+    assert config.server.listen == DEFAULT_LISTEN
+    assert (config.workers, config.queues, config.accounts) == ((), (), ())
+
+
+def test_consumer_defaults_match_cloudflare(root: Path) -> None:
+    config = load(root, WORKER + "[[workers.queues.consumers]]\nqueue = 'jobs'\n")
+    consumer = config.workers[0].consumers[0]
+    assert (consumer.max_batch_size, consumer.max_batch_timeout_s, consumer.max_retries) == (
+        10,
+        5.0,
+        3,
+    )
+    assert (consumer.dead_letter_queue, consumer.max_concurrency, consumer.retry_delay_s) == (
+        None,
+        None,
+        0,
+    )
+    assert config.workers[0].handler_timeout_s == 900.0
+    assert config.queue("jobs") == QueueConfig("jobs", "local", 0, 345_600, False, False)
+
+
+def test_data_dir_defaults_to_first_state_directory(root: Path) -> None:
+    config = load(root, "", STATE_DIRECTORY="/var/lib/ocd:/var/lib/other")
+    assert config.server.data_dir == Path("/var/lib/ocd")
+
+
+def test_state_directory_is_read_from_the_process_environment_by_default(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/ocd")
+    config = load_config(write(root / "ocd.toml", ""))
+    assert config.server.data_dir == Path("/var/lib/ocd")
+
+
+def test_data_dir_setting_beats_state_directory(root: Path) -> None:
+    config = load(root, "[server]\ndata_dir = 'here'\n", STATE_DIRECTORY="/var/lib/ocd")
+    assert config.server.data_dir == root / "here"
+
+
+def test_relative_paths_resolve_against_the_config_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "config" / "app" / "worker.py", "")
+    write(
+        tmp_path / "config" / "ocd.toml",
+        '[server]\ndata_dir = "../state"\n' + WORKER,
+    )
+    monkeypatch.chdir(tmp_path)
+    config = load_config("config/ocd.toml", {})
+    assert config.path == tmp_path / "config" / "ocd.toml"
+    assert config.server.data_dir == tmp_path / "state"
+    assert config.workers[0].main == tmp_path / "config" / "app" / "worker.py"
+
+
+def test_integer_is_accepted_where_a_number_is_expected(root: Path) -> None:
+    config = load(
+        root,
+        "[server]\nshutdown_timeout = 5\n"
+        + WORKER
+        + "[[workers.queues.consumers]]\nqueue = 'jobs'\nmax_batch_timeout = 2\n",
+    )
+    timeout = config.workers[0].consumers[0].max_batch_timeout_s
+    assert timeout == 2.0 and isinstance(timeout, float)
+    assert isinstance(config.server.shutdown_timeout_s, float)
+
+
+@pytest.mark.parametrize(
+    ("listen", "host", "port"),
+    [
+        ("127.0.0.1:0", "127.0.0.1", 0),
+        ("[::1]:9000", "::1", 9000),
+        ("localhost:80", "localhost", 80),
+    ],
+)
+def test_listen_forms(root: Path, listen: str, host: str, port: int) -> None:
+    server = load(root, f'[server]\nlisten = "{listen}"\n').server
+    assert (server.host, server.port, server.listen) == (host, port, listen)
+
+
+def test_any_address_is_allowed_once_accounts_exist(root: Path) -> None:
+    config = load(
+        root,
+        f'[server]\nlisten = "[::]:8787"\n[[accounts]]\nid = "a"\ntoken_sha256 = ["{HASH}"]\n',
+    )
+    assert config.server.listen == "[::]:8787"
+
+
+def test_queue_and_consumer_lookups(root: Path) -> None:
+    config = load(
+        root,
+        """
+        [[accounts]]
+        id = "acme"
+        token_sha256 = []
+
+        [[workers]]
+        name = "a"
+        module = "app.a"
+        [[workers.queues.consumers]]
+        queue = "jobs"
+
+        [[workers]]
+        name = "b"
+        module = "app.b"
+        account = "acme"
+        [[workers.queues.consumers]]
+        queue = "jobs"
+        dead_letter_queue = "dlq"
+        """,
+    )
+    assert [(q.account, q.name) for q in config.queues] == [
+        ("acme", "dlq"),
+        ("acme", "jobs"),
+        ("local", "jobs"),
+    ]
+    found = config.consumer_for("jobs", "acme")
+    assert found is not None and found[0].name == "b"
+    assert config.consumer_for("dlq", "acme") is None
+    assert config.queue("dlq") is None
+    assert config.queue("dlq", "acme") == QueueConfig("dlq", "acme")
+
+
+def test_worker_vars_are_read_only(root: Path) -> None:
+    worker = load(root, WORKER + "vars = { A = 1 }\n").workers[0]
+    with pytest.raises(TypeError):
+        worker.vars["A"] = 2  # type: ignore[index]
+
+
+# --- problems --------------------------------------------------------------------------------
+
+
+def test_problem_names_the_file_as_given_and_the_key_path(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(root / "config" / "app" / "worker.py", "")
+    write(
+        root / "config" / "ocd.toml",
+        WORKER + "[[workers.queues.consumers]]\nqueue = 'jobs'\nmax_batch_size = 500\n",
+    )
+    monkeypatch.chdir(root)
+    with pytest.raises(ConfigError) as info:
+        load_config("config/ocd.toml", {})
+    assert str(info.value) == (
+        "config/ocd.toml: workers[0].queues.consumers[0].max_batch_size:"
+        " expected an integer 1..100, got 500"
+    )
+
+
+def test_every_problem_is_reported_at_once(root: Path) -> None:
+    found = problems(
+        root,
+        """
+        [server]
+        durability = "fast"
+        [[workers]]
+        name = "bad name"
+        main = "app/worker.py"
+        [[queues]]
+        name = "jobs"
+        delivery_delay = -1
+        """,
+    )
+    assert found == [
+        ("server.durability", 'expected "full" or "normal", got "fast"'),
+        ("workers[0].name", 'expected a worker name (1..63 of A-Z a-z 0-9 _ -), got "bad name"'),
+        ("queues[0].delivery_delay", "expected an integer 0..86400, got -1"),
+    ]
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nope.toml", {})
+    assert [(p.key_path, p.message) for p in info.value.problems] == [("", "file not found")]
+    assert str(info.value) == f"{tmp_path / 'nope.toml'}: file not found"
+
+
+def test_invalid_toml_reports_line_and_column(root: Path) -> None:
+    [(key_path, message)] = problems(root, "[server]\nlisten = \n")
+    assert key_path == ""
+    assert message.startswith("invalid TOML: ") and "line 2, column 10" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "key_path"),
+    [
+        ("foo = 1\n", "foo"),
+        ("[server]\nport = 1\n", "server.port"),
+        (WORKER + "route = ['/']\n", "workers[0].route"),
+        (WORKER + "[workers.queues]\npull = []\n", "workers[0].queues.pull"),
+        (WORKER + "[[workers.queues.producers]]\nbinding='Q'\nqueue='q'\ndelivery_delay=1\n",
+         "workers[0].queues.producers[0].delivery_delay"),
+        (WORKER + "[[workers.queues.consumers]]\nqueue = 'q'\ntype = 'worker'\n",
+         "workers[0].queues.consumers[0].type"),
+        ("[[queues]]\nname = 'q'\n'max size' = 1\n", 'queues[0]."max size"'),
+        (f"[[accounts]]\nid = 'a'\ntoken_sha256 = []\ntoken = '{HASH}'\n", "accounts[0].token"),
+    ],
+)  # fmt: skip
+def test_unknown_keys_are_errors(root: Path, text: str, key_path: str) -> None:
+    key = key_path.rsplit(".", 1)[-1].strip('"')
+    assert (key_path, f'unknown key "{key}"') in problems(root, text)
+
+
+CONSUMER = WORKER + "[[workers.queues.consumers]]\nqueue = 'jobs'\n"
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("max_batch_size = true", "expected an integer 1..100, got true"),
+        ("max_batch_size = 10.0", "expected an integer 1..100, got 10.0"),
+        ("max_batch_size = 0", "expected an integer 1..100, got 0"),
+        ("max_batch_timeout = 61", "expected a number 0..60, got 61"),
+        ("max_batch_timeout = '5'", 'expected a number 0..60, got "5"'),
+        ("max_retries = 101", "expected an integer 0..100, got 101"),
+        ("max_concurrency = 251", "expected an integer 1..250, got 251"),
+        ("retry_delay = 1.5", "expected an integer 0..86400, got 1.5"),
+        (
+            "dead_letter_queue = 'a b'",
+            'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "a b"',
+        ),
+    ],
+)
+def test_consumer_setting_types_and_ranges(root: Path, setting: str, message: str) -> None:
+    key = setting.split(" = ")[0]
+    assert problems(root, CONSUMER + setting) == [
+        (f"workers[0].queues.consumers[0].{key}", message)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "key_path", "message"),
+    [
+        ("[server]\nshutdown_timeout = 3601", "server.shutdown_timeout",
+         "expected a number 0..3600, got 3601"),
+        ("[server]\ndata_dir = 5", "server.data_dir", "expected a directory path, got 5"),
+        (WORKER + "handler_timeout = 0", "workers[0].handler_timeout",
+         "expected a number 1..86400, got 0"),
+        ("[[queues]]\nname = 'q'\nmessage_retention_period = 59",
+         "queues[0].message_retention_period", "expected an integer 60..1209600, got 59"),
+        ("[[queues]]\nname = 'q'\ndelivery_delay = 86401", "queues[0].delivery_delay",
+         "expected an integer 0..86400, got 86401"),
+        ("[[queues]]\nname = 'q'\ndelivery_paused = 'no'", "queues[0].delivery_paused",
+         'expected true or false, got "no"'),
+        ("[[queues]]\nname = 'x' \nname2 = 1", "queues[0].name2", 'unknown key "name2"'),
+        ("[[queues]]\nname = 'q' \naccount = 'acme'", "queues[0].account",
+         'expected an account id ("local" or a configured [[accounts]] id), got "acme"'),
+        ("[[queues]]\nname = 'way-too-long-" + "x" * 60 + "'", "queues[0].name",
+         f'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "way-too-long-{"x" * 60}"'),
+        ("[server]\nlisten = 8787", "server.listen", 'expected "host:port" with an IP address or '
+         '"localhost" and a port 0..65535, got 8787'),
+        ("server = 1", "server", "expected a table, got 1"),
+        ("workers = 1", "workers", "expected an array, got 1"),
+    ],
+)  # fmt: skip
+def test_setting_types_and_ranges(root: Path, text: str, key_path: str, message: str) -> None:
+    assert problems(root, text) == [(key_path, message)]
+
+
+@pytest.mark.parametrize(
+    "listen",
+    ["8787", "localhost", "127.0.0.1:65536", "::1:8787", "example.com:80", "127.0.0.1:http", ":80"],
+)
+def test_listen_must_be_host_and_port(root: Path, listen: str) -> None:
+    assert problems(root, f'[server]\nlisten = "{listen}"') == [
+        (
+            "server.listen",
+            'expected "host:port" with an IP address or "localhost" and a port 0..65535,'
+            f' got "{listen}"',
+        )
+    ]
+
+
+def test_listen_must_be_loopback_without_accounts(root: Path) -> None:
+    assert problems(root, '[server]\nlisten = "0.0.0.0:8787"') == [
+        (
+            "server.listen",
+            "expected a loopback address when no [[accounts]] are configured"
+            ' (ocd would serve its API without authentication), got "0.0.0.0:8787"',
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "key_path", "message"),
+    [
+        ("[[workers.queues.consumers]]\nmax_retries = 1", "workers[0].queues.consumers[0]",
+         'missing required key "queue"'),
+        ("[[workers.queues.producers]]\nqueue = 'jobs'", "workers[0].queues.producers[0]",
+         'missing required key "binding"'),
+        ("[[workers.queues.producers]]\nbinding = 'Q'", "workers[0].queues.producers[0]",
+         'missing required key "queue"'),
+    ],
+)  # fmt: skip
+def test_missing_required_keys(root: Path, entry: str, key_path: str, message: str) -> None:
+    assert problems(root, WORKER + entry) == [(key_path, message)]
+
+
+def test_missing_required_keys_of_top_level_entries(root: Path) -> None:
+    assert problems(root, "[[workers]]\n[[queues]]\n[[accounts]]\nid = 'a'\n") == [
+        ("accounts[0]", 'missing required key "token_sha256"'),
+        ("workers[0]", 'missing required key "name"'),
+        ("workers[0]", 'missing required key "main" (or "module")'),
+        ("queues[0]", 'missing required key "name"'),
+    ]
+
+
+def test_a_queue_has_one_consumer_across_workers(root: Path) -> None:
+    text = """
+    [[workers]]
+    name = "a"
+    module = "app.a"
+    [[workers.queues.consumers]]
+    queue = "jobs"
+
+    [[workers]]
+    name = "b"
+    module = "app.b"
+    [[workers.queues.consumers]]
+    queue = "other"
+    [[workers.queues.consumers]]
+    queue = "jobs"
+    """
+    assert problems(root, text) == [
+        ("workers[1].queues.consumers[1].queue", 'queue "jobs" already has a consumer (worker "a")')
+    ]
+
+
+def test_a_worker_cannot_consume_a_queue_twice(root: Path) -> None:
+    text = CONSUMER + "[[workers.queues.consumers]]\nqueue = 'jobs'\nmax_retries = 1\n"
+    assert problems(root, text) == [
+        (
+            "workers[0].queues.consumers[1].queue",
+            'queue "jobs" already has a consumer (worker "app")',
+        )
+    ]
+
+
+def test_dead_letter_queue_cannot_be_the_queue_itself(root: Path) -> None:
+    assert problems(root, CONSUMER + "dead_letter_queue = 'jobs'") == [
+        (
+            "workers[0].queues.consumers[0].dead_letter_queue",
+            'dead letter queue for queue "jobs" cannot be itself',
+        )
+    ]
+
+
+def test_a_queue_is_declared_once_per_account(root: Path) -> None:
+    text = f"""
+    [[accounts]]
+    id = "acme"
+    token_sha256 = ["{HASH}"]
+    [[queues]]
+    name = "jobs"
+    [[queues]]
+    name = "jobs"
+    account = "acme"
+    [[queues]]
+    name = "jobs"
+    """
+    assert problems(root, text) == [
+        ("queues[2].name", 'queue "jobs" is already declared by queues[0]')
+    ]
+
+
+def test_worker_names_are_unique(root: Path) -> None:
+    assert problems(root, WORKER + WORKER) == [
+        ("workers[1].name", 'worker "app" is already declared by workers[0]')
+    ]
+
+
+def test_account_ids_are_unique_and_valid(root: Path) -> None:
+    text = f"""
+    [[accounts]]
+    id = "acme"
+    token_sha256 = ["{HASH}"]
+    [[accounts]]
+    id = "acme"
+    token_sha256 = []
+    [[accounts]]
+    id = "acme.corp"
+    token_sha256 = []
+    """
+    assert problems(root, text) == [
+        ("accounts[1].id", 'account "acme" is already declared by accounts[0]'),
+        ("accounts[2].id", 'expected an account id (1..64 of A-Z a-z 0-9 _ -), got "acme.corp"'),
+    ]
+
+
+def test_token_hashes_must_be_sha256_hex(root: Path) -> None:
+    text = f'[[accounts]]\nid = "a"\ntoken_sha256 = ["{HASH}", "secret", 1]\n'
+    assert problems(root, text) == [
+        (
+            "accounts[0].token_sha256[1]",
+            'expected a SHA-256 hex digest (64 hex digits), got "secret"',
+        ),
+        ("accounts[0].token_sha256[2]", "expected a SHA-256 hex digest (64 hex digits), got 1"),
+    ]
+
+
+def test_a_token_belongs_to_one_account(root: Path) -> None:
+    text = f"""
+    [[accounts]]
+    id = "a"
+    token_sha256 = ["{HASH}"]
+    [[accounts]]
+    id = "b"
+    token_sha256 = ["{HASH.upper()}"]
+    """
+    assert problems(root, text) == [
+        ("accounts[1].token_sha256[0]", 'this token is already listed for account "a"')
+    ]
+
+
+def test_worker_account_must_be_configured(root: Path) -> None:
+    assert problems(root, WORKER + "account = 'acme'") == [
+        (
+            "workers[0].account",
+            'expected an account id ("local" or a configured [[accounts]] id), got "acme"',
+        )
+    ]
+
+
+def test_main_file_must_exist(root: Path) -> None:
+    text = '[[workers]]\nname = "app"\nmain = "app/missing.py"\n'
+    assert problems(root, text) == [
+        ("workers[0].main", f"file not found: {root / 'app' / 'missing.py'}")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("code", "key_path", "message"),
+    [
+        ('main = "app/worker.js"', "workers[0].main",
+         'expected a path to a .py file, got "app/worker.js"'),
+        ('main = "app/worker.py"\nmodule = "app.worker"', "workers[0].module",
+         'expected one of "main" or "module", got both'),
+        ('module = "app..worker"', "workers[0].module",
+         'expected a dotted module name like "app.worker", got "app..worker"'),
+        ("", "workers[0]", 'missing required key "main" (or "module")'),
+    ],
+)  # fmt: skip
+def test_exactly_one_of_main_or_module(root: Path, code: str, key_path: str, message: str) -> None:
+    assert problems(root, f'[[workers]]\nname = "app"\n{code}\n') == [(key_path, message)]
+
+
+@pytest.mark.parametrize(
+    ("routes", "message"),
+    [
+        ('["api"]', 'expected a path prefix starting with "/", got "api"'),
+        ('["/client/v4/accounts"]', 'expected a path prefix outside "/client/v4" and "/__ocd"'
+         ' (reserved for ocd), got "/client/v4/accounts"'),
+        ('["/__ocd"]', 'expected a path prefix outside "/client/v4" and "/__ocd"'
+         ' (reserved for ocd), got "/__ocd"'),
+    ],
+)  # fmt: skip
+def test_routes_are_path_prefixes_outside_ocds_api(root: Path, routes: str, message: str) -> None:
+    assert problems(root, WORKER + f"routes = {routes}") == [("workers[0].routes[0]", message)]
+
+
+def test_two_workers_cannot_claim_one_route(root: Path) -> None:
+    text = (
+        WORKER + 'routes = ["/", "/api"]\n[[workers]]\nname = "b"\nmodule = "b"\nroutes = ["/api"]'
+    )
+    assert problems(root, text) == [
+        ("workers[1].routes[0]", 'route "/api" is already claimed by worker "app"')
+    ]
+
+
+def test_vars_need_identifier_names_and_plain_values(root: Path) -> None:
+    text = WORKER + '[workers.vars]\n"bad name" = 1\nWHEN = 1979-05-27\nOK = "yes"\n'
+    assert problems(root, text) == [
+        ('workers[0].vars."bad name"', 'expected a var name matching [A-Za-z_][A-Za-z0-9_]*, '
+         'got "bad name"'),
+        ("workers[0].vars.WHEN", 'expected a string, number, boolean, array or table, '
+         'got 1979-05-27'),
+    ]  # fmt: skip
+
+
+def test_producer_bindings_are_unique_identifiers(root: Path) -> None:
+    text = """
+    [[workers]]
+    name = "app"
+    main = "app/worker.py"
+    vars = { GREETING = "hi" }
+    [[workers.queues.producers]]
+    binding = "QUEUE"
+    queue = "jobs"
+    [[workers.queues.producers]]
+    binding = "QUEUE"
+    queue = "other"
+    [[workers.queues.producers]]
+    binding = "GREETING"
+    queue = "jobs"
+    [[workers.queues.producers]]
+    binding = "my-queue"
+    queue = "jobs"
+    [[workers.queues.producers]]
+    binding = "Q2"
+    queue = "no/slashes"
+    """
+    path = "workers[0].queues.producers"
+    assert problems(root, text) == [
+        (f"{path}[1].binding", 'binding "QUEUE" is already used by another producer'),
+        (f"{path}[2].binding", 'binding "GREETING" is already used by a var'),
+        (f"{path}[3].binding", 'expected a binding name matching [A-Za-z_][A-Za-z0-9_]*, '
+         'got "my-queue"'),
+        (f"{path}[4].queue", 'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "no/slashes"'),
+    ]  # fmt: skip
+
+
+# --- wrangler files --------------------------------------------------------------------------
+
+WRANGLER_TOML = """
+name = "from-wrangler"
+main = "src/entry.py"
+compatibility_date = "2025-01-01"
+compatibility_flags = ["python_workers"]
+
+[vars]
+GREETING = "hi"
+
+[[queues.producers]]
+binding = "JOBS"
+delivery_delay = 10
+
+[[queues.producers]]
+binding = "OUT"
+queue = "out"
+remote = false
+
+[[queues.consumers]]
+queue = "JOBS"
+type = "worker"
+max_batch_size = 5
+visibility_timeout_ms = 1000
+
+[env.staging]
+name = "ignored"
+"""
+
+
+def test_wrangler_toml_supplies_code_vars_and_queues(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(root / "app" / "wrangler.toml", WRANGLER_TOML)
+    write(root / "app" / "src" / "entry.py", "")
+    write(root / "ocd.toml", '[[workers]]\nwrangler = "app/wrangler.toml"\nroutes = ["/"]\n')
+    monkeypatch.chdir(root)
+    config = load_config("ocd.toml", {})
+    [worker] = config.workers
+    assert (worker.name, worker.source, worker.main, worker.module) == (
+        "from-wrangler",
+        Path("app/wrangler.toml"),
+        root / "app" / "src" / "entry.py",
+        None,
+    )
+    assert worker.routes == ("/",)
+    assert dict(worker.vars) == {"GREETING": "hi"}
+    assert worker.producers == (ProducerConfig("JOBS", "JOBS"), ProducerConfig("OUT", "out"))
+    assert worker.consumers == (ConsumerConfig("JOBS", max_batch_size=5),)
+    assert config.warnings == (
+        "app/wrangler.toml: queues.producers[0].delivery_delay: deprecated and has no effect;"
+        " set delivery_delay in [[queues]] instead",
+    )
+
+
+def test_entry_overrides_wrangler_name_and_sets_runtime_options(root: Path) -> None:
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n')
+    config = load(
+        root,
+        """
+        [[workers]]
+        name = "mine"
+        wrangler = "app/wrangler.toml"
+        handler_timeout = 30
+        """,
+    )
+    [worker] = config.workers
+    assert (worker.name, worker.main, worker.handler_timeout_s) == (
+        "mine",
+        root / "app" / "worker.py",
+        30.0,
+    )
+
+
+def test_wrangler_problems_name_the_wrangler_file(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(
+        root / "app" / "wrangler.toml",
+        """
+        name = "w"
+        main = "worker.py"
+        [[queues.consumers]]
+        queue = "jobs"
+        max_batch_size = 500
+        [[queues.consumers]]
+        queue = "pull"
+        type = "http_pull"
+        """,
+    )
+    write(root / "ocd.toml", '[[workers]]\nwrangler = "app/wrangler.toml"\n')
+    monkeypatch.chdir(root)
+    with pytest.raises(ConfigError) as info:
+        load_config("ocd.toml", {})
+    assert str(info.value).splitlines() == [
+        "app/wrangler.toml: queues.consumers[0].max_batch_size:"
+        " expected an integer 1..100, got 500",
+        'app/wrangler.toml: queues.consumers[1].type: expected "worker" (only "worker" consumers'
+        ' can be configured in your Wrangler configuration), got "http_pull"',
+    ]
+
+
+def test_wrangler_queues_allow_only_producers_and_consumers(root: Path) -> None:
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n[queues]\npull = []\n')
+    with pytest.raises(ConfigError) as info:
+        load(root, '[[workers]]\nwrangler = "app/wrangler.toml"\n')
+    [problem] = info.value.problems
+    assert (problem.file, problem.key_path, problem.message) == (
+        root / "app" / "wrangler.toml",
+        "queues.pull",
+        'unknown key "pull"',
+    )
+
+
+def test_settings_cannot_come_from_both_entry_and_wrangler(root: Path) -> None:
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n[vars]\nA = 1\n')
+    text = '[[workers]]\nwrangler = "app/wrangler.toml"\nmodule = "app.x"\nvars = { B = 2 }\n'
+    wrangler = root / "app" / "wrangler.toml"
+    assert problems(root, text) == [
+        ("workers[0].module", f'"main" is already set in {wrangler}; set it once'),
+        ("workers[0].vars", f'"vars" is already set in {wrangler}; set it once'),
+    ]
+
+
+def test_missing_wrangler_file_is_one_problem(root: Path) -> None:
+    assert problems(root, '[[workers]]\nwrangler = "app/wrangler.toml"\n') == [
+        ("workers[0].wrangler", f"file not found: {root / 'app' / 'wrangler.toml'}")
+    ]
+
+
+def test_wrangler_jsonc_with_comments_and_trailing_commas(root: Path) -> None:
+    write(
+        root / "app" / "wrangler.jsonc",
+        """
+        // top comment
+        {
+          "name": "json-app", /* inline */
+          "main": "worker.py",
+          "vars": {
+            "URL": "https://example.com//path", // a "//" inside a string stays
+            "NOTE": "/* not a comment */",
+            "QUOTE": "say \\"hi\\" // still a string",
+          },
+          "queues": {
+            "producers": [{ "binding": "JOBS", "queue": "jobs", },],
+            "consumers": [
+              { "queue": "jobs", "max_concurrency": null, "max_batch_timeout": 0.25, },
+            ],
+          },
+        }
+        """,
+    )
+    config = load(root, '[[workers]]\nwrangler = "app/wrangler.jsonc"\n')
+    [worker] = config.workers
+    assert worker.name == "json-app"
+    assert dict(worker.vars) == {
+        "URL": "https://example.com//path",
+        "NOTE": "/* not a comment */",
+        "QUOTE": 'say "hi" // still a string',
+    }
+    assert worker.producers == (ProducerConfig("JOBS", "jobs"),)
+    assert worker.consumers == (ConsumerConfig("jobs", max_batch_timeout_s=0.25),)
+
+
+def test_invalid_wrangler_json_keeps_line_numbers(root: Path) -> None:
+    text = '{\n  /* a\n  comment */\n  "name": "x",\n  "main" "w"\n}'
+    write(root / "app" / "wrangler.json", text)
+    with pytest.raises(ConfigError) as info:
+        load(root, '[[workers]]\nwrangler = "app/wrangler.json"\n')
+    [problem] = info.value.problems
+    assert (problem.file, problem.key_path) == (root / "app" / "wrangler.json", "")
+    assert problem.message.startswith("invalid JSON: Expecting ':' delimiter: line 5")
+
+
+def test_wrangler_json_types_are_checked(root: Path) -> None:
+    write(root / "app" / "wrangler.json", '{"name": "x", "main": "worker.py", "vars": [1]}')
+    with pytest.raises(ConfigError) as info:
+        load(root, '[[workers]]\nwrangler = "app/wrangler.json"\n')
+    assert [(p.key_path, p.message) for p in info.value.problems] == [
+        ("vars", "expected an object, got [1]")
+    ]

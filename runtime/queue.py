@@ -32,9 +32,7 @@ class QueueBackend(Protocol):
     async def metrics(self) -> dict[str, Any]: ...
 
 
-def _option(
-    options: Mapping[str, Any] | None, camel: str, snake: str, *kwargs: Any
-) -> Any:
+def _option(options: Mapping[str, Any] | None, camel: str, snake: str, *kwargs: Any) -> Any:
     for value in kwargs:
         if value is not _MISSING:
             return value
@@ -73,7 +71,7 @@ class Queue:
         ctype = _option(options, "contentType", "content_type", contentType, content_type)
         delay = _option(options, "delaySeconds", "delay_seconds", delaySeconds, delay_seconds)
         metrics = await self._backend.send_batch([(body, ctype, delay)], None)
-        return JsDict.deep({"metadata": {"metrics": metrics}})
+        return JsDict({"metadata": JsDict({"metrics": JsDict(metrics)})})
 
     async def sendBatch(
         self,
@@ -104,14 +102,14 @@ class Queue:
             raise TypeError("sendBatch() requires at least one message")
         delay = _option(options, "delaySeconds", "delay_seconds", delaySeconds, delay_seconds)
         metrics = await self._backend.send_batch(items, delay)
-        return JsDict.deep({"metadata": {"metrics": metrics}})
+        return JsDict({"metadata": JsDict({"metrics": JsDict(metrics)})})
 
     send_batch = sendBatch
 
     async def metrics(self) -> JsDict:
         """``backlogCount``, ``backlogBytes`` and ``oldestMessageTimestamp`` (aware UTC
         datetime, or None for an empty queue)."""
-        return JsDict.deep(await self._backend.metrics())
+        return JsDict(await self._backend.metrics())
 
     def __repr__(self) -> str:
         return f"<Queue binding {self._name!r}>"

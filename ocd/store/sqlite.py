@@ -213,9 +213,9 @@ class SqliteStore:
             log.info("database %s migrated to schema %d", self.path, target)
 
     async def _load(self, conn: aiosqlite.Connection) -> None:
-        for row in await conn.execute_fetchall(sql.SELECT_QUEUES):
+        for row in await _all(conn, sql.SELECT_QUEUES):
             self._remember(_queue_from_row(row))
-        for key, count, size in await conn.execute_fetchall(sql.COUNT_BY_QUEUE):
+        for key, count, size in await _all(conn, sql.COUNT_BY_QUEUE):
             self._counts[key] = [count, size]
 
     async def _recover(self, conn: aiosqlite.Connection, now_ms: int) -> None:
@@ -299,11 +299,12 @@ class SqliteStore:
         try:
             enqueues = [op for op in ops if isinstance(op, _Enqueue)]
             if enqueues:
+                # All pending sends in one statement: the point of group commit.
                 await conn.executemany(
-                    sql.INSERT_MESSAGE, (row for op in enqueues for row in op.rows())
+                    sql.INSERT_MESSAGE, (row for e in enqueues for row in e.rows())
                 )
-                for op in enqueues:
-                    op.account(tx)
+                for e in enqueues:
+                    e.account(tx)
             for op in ops:
                 if not isinstance(op, _Enqueue):
                     await op.apply(tx)
@@ -431,7 +432,8 @@ class SqliteStore:
         lease = secrets.randbits(62) + 1
 
         async def claim(tx: _Tx) -> Claimed:
-            rows = await tx.conn.execute_fetchall(
+            rows = await _all(
+                tx.conn,
                 sql.CLAIM,
                 {
                     "q": queue.key,
@@ -486,8 +488,8 @@ class SqliteStore:
     async def _delete(self, tx: _Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:
         n = 0
         for chunk in _chunks(seqs):
-            rows = await tx.conn.execute_fetchall(
-                sql.DELETE_SEQS.format(marks=_marks(len(chunk))), tuple(chunk)
+            rows = await _all(
+                tx.conn, sql.DELETE_SEQS.format(marks=_marks(len(chunk))), tuple(chunk)
             )
             if rows:
                 tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
@@ -510,8 +512,8 @@ class SqliteStore:
             return 0, await self._delete(tx, queue, seqs)
         moved = 0
         for chunk in _chunks(seqs):
-            rows = await tx.conn.execute_fetchall(
-                sql.MOVE_SEQS.format(marks=_marks(len(chunk))), (dlq.key, now_ms, *chunk)
+            rows = await _all(
+                tx.conn, sql.MOVE_SEQS.format(marks=_marks(len(chunk))), (dlq.key, now_ms, *chunk)
             )
             if rows:
                 size = sum(r[0] for r in rows)
@@ -540,7 +542,7 @@ class SqliteStore:
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
 
             async def expire(tx: _Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
-                rows = await tx.conn.execute_fetchall(sql.EXPIRE, (q.key, cutoff, batch))
+                rows = await _all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
                 if rows:
                     tx.removed(q.key, len(rows), sum(r[0] for r in rows))
                 return len(rows)
@@ -552,7 +554,9 @@ class SqliteStore:
                 if n < batch:
                     break
             if total:
-                expired[queue.name if queue.account == "local" else f"{queue.account}/{queue.name}"] = total
+                expired[
+                    queue.name if queue.account == "local" else f"{queue.account}/{queue.name}"
+                ] = total
         return expired
 
     async def purge(self, queue: QueueRecord) -> int:
@@ -601,6 +605,10 @@ class SqliteStore:
 def _fail(op: _Op, e: sqlite3.Error) -> None:
     if not op.future.done():
         op.future.set_exception(StoreError(f"database write failed: {e}"))
+
+
+async def _all(conn: aiosqlite.Connection, query: str, params: Any = ()) -> list[Any]:
+    return list(await conn.execute_fetchall(query, params))
 
 
 async def _one(conn: aiosqlite.Connection, query: str, params: Any = ()) -> Any:

@@ -55,9 +55,7 @@ async def test_settle_acks_retries_and_dead_letters(store):
     dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
     await store.enqueue(q, msgs(3))
     d = (await store.claim(q, 3, T0, T0 + 1000, 4, NO_DLQ)).deliveries
-    s = await store.settle(
-        q, [d[0].seq], [(d[1].seq, T0 + 5000)], [d[2].seq], DeadLetter(dlq), T0
-    )
+    s = await store.settle(q, [d[0].seq], [(d[1].seq, T0 + 5000)], [d[2].seq], DeadLetter(dlq), T0)
     assert (s.acked, s.retried, s.dead_lettered, s.deleted) == (1, 1, 1, 0)
     assert (await store.backlog(q)).count == 1
     moved = (await store.claim(dlq, 10, T0, T0 + 1000, 4, NO_DLQ)).deliveries

@@ -45,7 +45,13 @@ def test_retry_all_retries_on_success_except_explicit_acks():
 
 @pytest.mark.parametrize(
     ("msg_delay", "batch_delay", "consumer", "expected"),
-    [(10, 20, 30, 10), (None, 20, 30, 20), (None, None, 30, 30), (None, None, 0, 0), (0, 20, 30, 0)],
+    [
+        (10, 20, 30, 10),
+        (None, 20, 30, 20),
+        (None, None, 30, 30),
+        (None, None, 0, 0),
+        (0, 20, 30, 0),
+    ],
 )
 def test_retry_delay_precedence(msg_delay, batch_delay, consumer, expected):
     marks = BatchMarks(retries={"a": msg_delay})

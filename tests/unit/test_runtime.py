@@ -86,8 +86,9 @@ async def test_send_accepts_keywords_options_dict_and_snake_case():
 async def test_send_batch_forms():
     rec = Recorder()
     q = Queue("jobs", rec)
-    await q.sendBatch([{"body": 1}, {"body": "t", "contentType": "text", "delaySeconds": 2}],
-                      delaySeconds=9)
+    await q.sendBatch(
+        [{"body": 1}, {"body": "t", "contentType": "text", "delaySeconds": 2}], delaySeconds=9
+    )
     await q.send_batch([{"body": 2, "delay_seconds": 1}])
     assert rec.calls[0] == ([(1, None, None), ("t", "text", 2)], 9)
     assert rec.calls[1] == ([(2, None, 1)], None)

@@ -1,0 +1,5 @@
+import sys
+
+from ocd.cli import main
+
+sys.exit(main())

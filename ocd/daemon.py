@@ -1,0 +1,275 @@
+"""The daemon's lifecycle: open the store, load workers, start dispatchers and HTTP, then
+drain in a fixed order on shutdown.
+
+Shutdown order: stop accepting HTTP -> stop claiming -> let in-flight batches finish up to
+``shutdown_timeout`` -> hand the rest back without spending an attempt -> wait for
+``waitUntil`` work -> close HTTP -> close the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+import runtime
+from ocd.clock import Clock, wall_ms
+from ocd.config import Config, WorkerConfig
+from ocd.dispatch import ConsumerPolicy, Dispatcher
+from ocd.errors import OcdError
+from ocd.http.workers import WorkerRoute, WorkerRouter
+from ocd.loader import LoadedWorker, load_worker
+from ocd.producer import Producer
+from ocd.store import QueueSettings, SqliteStore, Store
+
+log = logging.getLogger(__name__)
+
+RETENTION_SWEEP_S = 5.0
+
+
+class StartupError(OcdError):
+    """The daemon could not start: port taken, database unwritable, ..."""
+
+
+def load_workers(config: Config) -> list[LoadedWorker]:
+    """Import every worker module; raises WorkerLoadError for the first that fails."""
+    return [load_worker(w) for w in config.workers]
+
+
+@dataclass
+class Daemon:
+    config: Config
+    workers: list[LoadedWorker]
+    clock: Clock = wall_ms
+    store: Store = field(init=False)
+    producer: Producer = field(init=False)
+    dispatchers: list[Dispatcher] = field(default_factory=list)
+    router: WorkerRouter | None = None
+    port: int = 0
+    _runner: web.AppRunner | None = None
+    _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    _failed: asyncio.Event = field(default_factory=asyncio.Event)
+    failure: BaseException | None = None
+    retention_sweep_s: float = RETENTION_SWEEP_S
+    stopped: bool = False
+
+    def __post_init__(self) -> None:
+        server = self.config.server
+        self.store = SqliteStore(server.data_dir, server.durability)
+        self.producer = Producer(self.store, self.clock)
+
+    # ---------------------------------------------------------------- start
+
+    async def start(self) -> None:
+        try:
+            await self.store.open(self.clock())
+        except OcdError as e:
+            raise StartupError(str(e)) from e
+        try:
+            await self._ensure_queues()
+            envs = {w.config.name: self._env(w.config) for w in self.workers}
+            self._start_dispatchers(envs)
+            self._supervise("ocd-retention", self._retention_loop())
+            await self._start_http(envs)
+        except BaseException:
+            await self._stop_background()
+            await self.store.close()
+            raise
+        self._log_summary()
+
+    async def _ensure_queues(self) -> None:
+        now = self.clock()
+        for q in self.config.queues:
+            settings = (
+                QueueSettings(q.delivery_delay_s, q.message_retention_period_s, q.delivery_paused)
+                if q.declared
+                else None
+            )
+            await self.store.ensure_queue(q.name, q.account, settings, now)
+
+    def _env(self, w: WorkerConfig) -> runtime.Env:
+        values: dict[str, Any] = dict(w.vars)
+        for p in w.producers:
+            values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
+        return runtime.Env(values)
+
+    def _start_dispatchers(self, envs: dict[str, runtime.Env]) -> None:
+        for w in self.workers:
+            if w.queue is None:
+                continue
+            handler = w.queue
+            env = envs[w.config.name]
+            for c in w.config.consumers:
+                policy = ConsumerPolicy(
+                    queue=c.queue,
+                    account=w.config.account,
+                    max_batch_size=c.max_batch_size,
+                    max_batch_timeout_s=c.max_batch_timeout_s,
+                    max_retries=c.max_retries,
+                    dead_letter_queue=c.dead_letter_queue,
+                    max_concurrency=c.max_concurrency,
+                    retry_delay_s=c.retry_delay_s,
+                    handler_timeout_s=w.config.handler_timeout_s,
+                )
+
+                async def call(
+                    batch: runtime.MessageBatch,
+                    ctx: runtime.ExecutionContext,
+                    handler: Any = handler,
+                    env: runtime.Env = env,
+                ) -> Any:
+                    return await handler(batch, env, ctx)
+
+                d = Dispatcher(self.store, w.config.name, policy, call, self.clock)
+                self.dispatchers.append(d)
+                self._supervise(f"ocd-dispatch-{w.config.name}-{c.queue}", d.run())
+
+    async def _start_http(self, envs: dict[str, runtime.Env]) -> None:
+        routes = [
+            WorkerRoute(w.config.name, prefix, w.fetch, envs[w.config.name])
+            for w in self.workers
+            if w.fetch is not None
+            for prefix in w.config.routes
+        ]
+        self.router = WorkerRouter(routes)
+        app = web.Application()
+        app.router.add_get("/__ocd/healthz", _healthz)
+        app.router.add_route("*", "/{tail:.*}", self.router.handle)
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=self.config.server.shutdown_timeout_s,
+        )
+        await self._runner.setup()
+        server = self.config.server
+        site = web.TCPSite(self._runner, server.host, server.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            await self._runner.cleanup()
+            self._runner = None
+            raise StartupError(f"cannot listen on {server.listen}: {e.strerror or e}") from e
+        self.port = _bound_port(site) or server.port
+
+    def _log_summary(self) -> None:
+        cfg = self.config
+        consumers = [
+            f"{c.queue}->{w.config.name}" for w in self.workers for c in w.config.consumers
+        ]
+        host = cfg.server.host
+        shown = f"[{host}]" if ":" in host else host
+        log.info(
+            "ocd serving on http://%s:%d; workers: %s; queues: %s; consumers: %s; database: %s",
+            shown,
+            self.port,
+            ", ".join(w.config.name for w in self.workers) or "none",
+            ", ".join(q.name for q in self.store.queues()) or "none",
+            ", ".join(consumers) or "none",
+            cfg.server.data_dir / "scheduler.sqlite",
+            extra={
+                "event": "started",
+                "listen": f"{shown}:{self.port}",
+                "workers": len(self.workers),
+                "queues": len(self.store.queues()),
+                "consumers": len(consumers),
+            },
+        )
+
+    # ---------------------------------------------------------------- background
+
+    def _supervise(self, name: str, coro: Any) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks[name] = task
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None and self.failure is None:
+            self.failure = exc
+            log.critical(
+                "background task %s died; stopping ocd",
+                task.get_name(),
+                exc_info=exc,
+                extra={"event": "task_died", "task": task.get_name()},
+            )
+            self._failed.set()
+
+    async def _retention_loop(self) -> None:
+        while True:
+            for queue, n in (await self.store.expire(self.clock())).items():
+                log.info(
+                    "queue %s: %d message(s) expired (retention period)",
+                    queue,
+                    n,
+                    extra={"event": "messages_expired", "queue": queue, "count": n},
+                )
+            await asyncio.sleep(self.retention_sweep_s)
+
+    async def wait_failed(self) -> None:
+        await self._failed.wait()
+
+    # ---------------------------------------------------------------- stop
+
+    async def shutdown(self, timeout_s: float | None = None) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        timeout = self.config.server.shutdown_timeout_s if timeout_s is None else timeout_s
+        started = time.monotonic()
+        log.info("shutting down: draining up to %.0f s", timeout, extra={"event": "stopping"})
+        if self._runner is not None:
+            for site in list(self._runner.sites):
+                await site.stop()  # stop accepting new connections
+        for d in self.dispatchers:
+            d.stop_claiming()
+        # A dispatcher may be between claiming and starting a batch: let its loop finish
+        # so that drain sees every batch.
+        loops = [t for n, t in self._tasks.items() if n.startswith("ocd-dispatch-")]
+        if loops:
+            await asyncio.wait(loops, timeout=5)
+        inflight = sum(d.inflight for d in self.dispatchers)
+        await asyncio.gather(*(d.drain(timeout) for d in self.dispatchers))
+        if self.router is not None and self.router.background:
+            left = max(0.0, timeout - (time.monotonic() - started))
+            await asyncio.wait(set(self.router.background), timeout=left)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self._stop_background()
+        await self.store.close()
+        log.info(
+            "stopped (%d batch(es) were in flight at shutdown)",
+            inflight,
+            extra={"event": "stopped", "inflight": inflight},
+        )
+
+    def force(self) -> None:
+        """Stop waiting for in-flight batches: hand them back now."""
+        for d in self.dispatchers:
+            d.abort()
+
+    async def _stop_background(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        for task in self._tasks.values():
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks.clear()
+
+
+def _bound_port(site: web.TCPSite) -> int | None:
+    server: Any = site._server  # aiohttp keeps the asyncio Server here; port 0 needs it
+    sockets = getattr(server, "sockets", None) or []
+    return int(sockets[0].getsockname()[1]) if sockets else None
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})

@@ -1,0 +1,341 @@
+"""Push delivery: one Dispatcher per consumer.
+
+A batch goes out when ``max_batch_size`` messages are ready, or when the longest-waiting
+ready message has waited ``max_batch_timeout``. The dispatcher sleeps on store commits and
+on the next time something becomes due, never on a per-message timer.
+
+One batch: claim (the attempt counts now) -> decode -> run the handler under its wall-clock
+limit -> decide (pure, ``ocd.decide``) -> settle (shielded from cancellation) -> log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ocd import codec
+from ocd.clock import Clock, wall_ms
+from ocd.decide import decide, exhausted
+from ocd.producer import metrics_dict
+from ocd.store import DeadLetter, Delivery, QueueRecord, Store
+from runtime import BatchMarks, ExecutionContext, Message, MessageBatch
+
+log = logging.getLogger(__name__)
+
+AUTOSCALE_CAP = 10  # concurrent batches per consumer when max_concurrency is unset
+LEASE_GRACE_MS = 60_000
+IDLE_RECHECK_S = 30.0  # fallback re-check when nothing wakes us (clock jumps, missed notify)
+
+QueueCall = Callable[[MessageBatch, ExecutionContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerPolicy:
+    queue: str
+    account: str
+    max_batch_size: int = 10
+    max_batch_timeout_s: float = 5.0
+    max_retries: int = 3
+    dead_letter_queue: str | None = None
+    max_concurrency: int | None = None
+    retry_delay_s: int = 0
+    handler_timeout_s: float = 900.0
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: Store,
+        worker: str,
+        policy: ConsumerPolicy,
+        call: QueueCall,
+        clock: Clock = wall_ms,
+    ) -> None:
+        self.store = store
+        self.worker = worker
+        self.policy = policy
+        self.call = call
+        self.clock = clock
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._changed = asyncio.Event()  # a batch finished, or we are stopping
+        self._stopping = False
+        self._abort = asyncio.Event()
+        self._last_failed = False
+        self.last_outcome: dict[str, Any] | None = None
+
+    # ---------------------------------------------------------------- the loop
+
+    async def run(self) -> None:
+        p = self.policy
+        while not self._stopping:
+            self._changed.clear()
+            q = self.store.queue(p.queue, p.account)
+            if q is None:
+                await self._sleep(None, IDLE_RECHECK_S)
+                continue
+            woken = self.store.watch(q)
+            if q.settings.delivery_paused:
+                await self._sleep(woken, IDLE_RECHECK_S)
+                continue
+            cap = p.max_concurrency or AUTOSCALE_CAP
+            if len(self._inflight) >= cap:
+                await self._sleep(None, IDLE_RECHECK_S)
+                continue
+            now = self.clock()
+            ready = await self.store.ready(q, now, p.max_batch_size)
+            full = ready.count >= p.max_batch_size
+            due: int | None = ready.next_visible_ms
+            go = full
+            if not full and ready.first_ready_ms is not None:
+                timeout_at = ready.first_ready_ms + int(p.max_batch_timeout_s * 1000)
+                go = now >= timeout_at
+                due = timeout_at if due is None else min(due, timeout_at)
+            if go and self._inflight and p.max_concurrency is None:
+                # Autoscaling adds a concurrent batch only for a full one, and not while
+                # the last batch failed.
+                go = full and not self._last_failed
+            if not go:
+                wait_s = IDLE_RECHECK_S if due is None else max(0.0, (due - now) / 1000)
+                await self._sleep(woken, min(wait_s, IDLE_RECHECK_S))
+                continue
+            await self._claim_and_start(q, now)
+
+    async def _sleep(self, woken: asyncio.Event | None, timeout_s: float) -> None:
+        waits = [asyncio.ensure_future(self._changed.wait())]
+        if woken is not None:
+            waits.append(asyncio.ensure_future(woken.wait()))
+        try:
+            await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    async def _claim_and_start(self, q: QueueRecord, now: int) -> None:
+        p = self.policy
+        lease_until = now + int(p.handler_timeout_s * 1000) + LEASE_GRACE_MS
+        claimed = await self.store.claim(
+            q, p.max_batch_size, now, lease_until, p.max_retries + 1, self._dead_letter()
+        )
+        for mid in claimed.exhausted:
+            self._log_dead(q, mid, p.max_retries + 1)
+        if not claimed.deliveries:
+            return
+        task = asyncio.create_task(
+            self._batch(q, claimed.deliveries), name=f"ocd-batch-{self.worker}-{q.name}"
+        )
+        self._inflight.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._changed.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "batch task for queue %s failed", self.policy.queue, exc_info=task.exception()
+            )
+
+    def _dead_letter(self) -> DeadLetter:
+        name = self.policy.dead_letter_queue
+        return DeadLetter(self.store.queue(name, self.policy.account) if name else None)
+
+    # ---------------------------------------------------------------- one batch
+
+    async def _batch(self, q: QueueRecord, deliveries: list[Delivery]) -> None:
+        p = self.policy
+        started = time.monotonic()
+        marks = BatchMarks()
+        messages = [
+            Message(
+                d.id,
+                dt.datetime.fromtimestamp(d.sent_ms / 1000, dt.UTC),
+                codec.decode(d.body, d.content_type),
+                d.attempts,
+                marks,
+            )
+            for d in deliveries
+        ]
+        metrics = metrics_dict(await self.store.backlog(q))
+        batch = MessageBatch(q.name, messages, metrics, marks)
+        outcome = await self._invoke(batch, started)
+        if outcome == "aborted":
+            released = await asyncio.shield(
+                self.store.release(q, [d.seq for d in deliveries], self.clock())
+            )
+            log.info(
+                "queue %s: returned %d unfinished message(s) at shutdown",
+                q.name,
+                released,
+                extra={"event": "batch_released", "queue": q.name, "batch_size": released},
+            )
+            return
+        ok = outcome == "ok"
+        self._last_failed = not ok
+        verdict = decide((d.id for d in deliveries), marks, ok, p.retry_delay_s)
+        by_id = {d.id: d for d in deliveries}
+        now = self.clock()
+        acks = [by_id[i].seq for i in verdict.acks]
+        retries: list[tuple[int, int]] = []
+        dead: list[Delivery] = []
+        for mid, delay_s in verdict.retries.items():
+            d = by_id[mid]
+            if exhausted(d.attempts, p.max_retries):
+                dead.append(d)
+            else:
+                retries.append((d.seq, now + delay_s * 1000))
+        settled = await asyncio.shield(
+            self.store.settle(q, acks, retries, [d.seq for d in dead], self._dead_letter(), now)
+        )
+        for d in dead:
+            self._log_dead(q, d.id, d.attempts)
+        duration_ms = round((time.monotonic() - started) * 1000, 1)
+        self.last_outcome = {
+            "outcome": outcome,
+            "acked": settled.acked,
+            "retried": settled.retried,
+            "dead_lettered": len(dead),
+            "at_ms": now,
+        }
+        log.info(
+            "queue %s: %d acked, %d retried, %d dead-lettered of %d (%s, %.1f ms)",
+            q.name,
+            settled.acked,
+            settled.retried,
+            len(dead),
+            len(deliveries),
+            outcome,
+            duration_ms,
+            extra={
+                "event": "batch_acked" if not verdict.retries else "batch_retried",
+                "worker": self.worker,
+                "queue": q.name,
+                "batch_size": len(deliveries),
+                "acked": settled.acked,
+                "retried": settled.retried,
+                "dead_lettered": len(dead),
+                "outcome": outcome,
+                "duration_ms": duration_ms,
+            },
+        )
+
+    async def _invoke(self, batch: MessageBatch, started: float) -> str:
+        """Run the handler and its waitUntil tasks; the outcome name, workerd-style."""
+        ctx = ExecutionContext()
+        deadline = started + self.policy.handler_timeout_s
+        handler = asyncio.ensure_future(self.call(batch, ctx))
+        outcome = await self._await(handler, deadline)
+        if outcome != "ok":
+            self._cancel_all(ctx)
+            return outcome
+        seen = 0
+        while seen < len(ctx.tasks):  # waitUntil tasks may add more
+            task = ctx.tasks[seen]
+            seen += 1
+            outcome = await self._await(task, deadline)
+            if outcome != "ok":
+                self._cancel_all(ctx)
+                return outcome
+        return "ok"
+
+    async def _await(self, fut: asyncio.Future[Any], deadline: float) -> str:
+        abort = asyncio.ensure_future(self._abort.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {fut, abort},
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            abort.cancel()
+        if fut not in done:
+            fut.cancel()
+            with contextlib.suppress(BaseException):
+                await fut
+            if self._abort.is_set():
+                return "aborted"
+            log.error(
+                "queue %s: handler of worker %s exceeded its %.0f s wall-clock limit",
+                self.policy.queue,
+                self.worker,
+                self.policy.handler_timeout_s,
+                extra={"event": "handler_timeout", "worker": self.worker},
+            )
+            return "exceededWallTime"
+        if fut.cancelled():
+            return "canceled"
+        exc = fut.exception()
+        if exc is not None:
+            log.error(
+                "queue %s: handler of worker %s raised",
+                self.policy.queue,
+                self.worker,
+                exc_info=exc,
+                extra={"event": "handler_failed", "worker": self.worker},
+            )
+            return "exception"
+        return "ok"
+
+    @staticmethod
+    def _cancel_all(ctx: ExecutionContext) -> None:
+        for t in ctx.tasks:
+            t.cancel()
+
+    def _log_dead(self, q: QueueRecord, mid: str, attempts: int) -> None:
+        dlq = self.policy.dead_letter_queue
+        if dlq:
+            log.warning(
+                "queue %s: message %s moved to dead-letter queue %s after %d attempts",
+                q.name,
+                mid,
+                dlq,
+                attempts,
+                extra={
+                    "event": "message_dead_lettered",
+                    "queue": q.name,
+                    "id": mid,
+                    "dead_letter_queue": dlq,
+                    "attempts": attempts,
+                },
+            )
+        else:
+            log.warning(
+                "queue %s: message %s deleted after %d attempts (no dead-letter queue)",
+                q.name,
+                mid,
+                attempts,
+                extra={
+                    "event": "message_deleted",
+                    "queue": q.name,
+                    "id": mid,
+                    "attempts": attempts,
+                },
+            )
+
+    # ---------------------------------------------------------------- shutdown
+
+    def stop_claiming(self) -> None:
+        self._stopping = True
+        self._changed.set()
+
+    def abort(self) -> None:
+        self.stop_claiming()
+        self._abort.set()
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    async def drain(self, timeout_s: float) -> None:
+        """Let in-flight batches finish for up to ``timeout_s``, then hand the rest back
+        without spending an attempt."""
+        self.stop_claiming()
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=timeout_s)
+        if self._inflight:
+            self._abort.set()
+            await asyncio.wait(set(self._inflight))

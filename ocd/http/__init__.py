@@ -1,0 +1,1 @@
+"""ocd's HTTP listener: worker routes, and ocd's own endpoints under reserved prefixes."""

@@ -1,0 +1,91 @@
+"""Worker routes: a request goes to the worker whose route prefix matches it best."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+import runtime
+from ocd.loader import Handler
+
+log = logging.getLogger(__name__)
+
+
+class WorkerRoute:
+    def __init__(self, name: str, prefix: str, fetch: Handler, env: runtime.Env) -> None:
+        self.name = name
+        self.prefix = prefix.rstrip("/")
+        self.fetch = fetch
+        self.env = env
+
+    def matches(self, path: str) -> bool:
+        return path == self.prefix or path.startswith(self.prefix + "/") or self.prefix == ""
+
+
+class WorkerRouter:
+    """Longest matching prefix wins; ``ctx.waitUntil`` tasks are kept until they finish."""
+
+    def __init__(self, routes: list[WorkerRoute]) -> None:
+        self.routes = sorted(routes, key=lambda r: len(r.prefix), reverse=True)
+        self.background: set[asyncio.Future[Any]] = set()
+
+    def find(self, path: str) -> WorkerRoute | None:
+        for route in self.routes:
+            if route.matches(path):
+                return route
+        return None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        route = self.find(request.path)
+        if route is None:
+            return web.Response(status=404, text="No worker route matches this path.\n")
+        req = runtime.Request(request.method, str(request.url), request.headers, request.read)
+        ctx = runtime.ExecutionContext()
+        try:
+            result = await route.fetch(req, route.env, ctx)
+        except Exception:
+            log.exception(
+                "worker %s: fetch raised",
+                route.name,
+                extra={"event": "fetch_failed", "worker": route.name},
+            )
+            return web.Response(status=500, text="Worker threw exception\n")
+        finally:
+            for task in ctx.tasks:
+                self.background.add(task)
+                task.add_done_callback(self._background_done)
+        return to_aiohttp(route.name, result)
+
+    def _background_done(self, task: asyncio.Future[Any]) -> None:
+        self.background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a waitUntil task failed", exc_info=task.exception())
+
+
+def to_aiohttp(worker: str, result: Any) -> web.StreamResponse:
+    if isinstance(result, web.StreamResponse):
+        return result
+    if isinstance(result, runtime.Response):
+        return web.Response(
+            body=result.body,
+            status=result.status,
+            reason=result.status_text,
+            headers=_plain(result.headers),
+        )
+    if isinstance(result, str):
+        return web.Response(text=result)
+    log.error(
+        "worker %s: fetch returned %s, not a Response",
+        worker,
+        type(result).__name__,
+        extra={"event": "fetch_failed", "worker": worker},
+    )
+    return web.Response(status=500, text="Worker did not return a Response\n")
+
+
+def _plain(headers: Mapping[str, str]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in headers.items()}

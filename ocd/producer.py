@@ -1,0 +1,121 @@
+"""send / sendBatch semantics shared by worker bindings and (later) the REST API.
+
+Everything is validated and encoded before anything is stored, so a rejected batch leaves
+no trace; the call returns only after the store has committed the messages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ocd import codec
+from ocd.clock import Clock, wall_ms
+from ocd.decide import send_delay
+from ocd.errors import QueueNotFound, QueueSendError
+from ocd.store import Backlog, NewMessage, QueueRecord, Store
+
+MAX_MESSAGE_BYTES = 128_000
+MAX_BATCH_MESSAGES = 100
+MAX_BATCH_BYTES = 256_000
+MAX_DELAY_S = 86_400
+
+# Cloudflare's error codes (reference 1.5)
+MESSAGE_METADATA_INVALID = 10203
+MESSAGE_SIZE_OUT_OF_BOUNDS = 10204
+BATCH_SIZE_OUT_OF_BOUNDS = 10205
+BATCH_COUNT_OUT_OF_BOUNDS = 10206
+
+
+def check_delay(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_S:
+        raise QueueSendError(
+            f"message delay {value!r} is invalid: must be an integer between 0 and "
+            f"{MAX_DELAY_S} seconds",
+            MESSAGE_METADATA_INVALID,
+        )
+    return value
+
+
+def new_message_id() -> str:
+    return os.urandom(16).hex()
+
+
+def metrics_dict(b: Backlog) -> dict[str, Any]:
+    """Backlog as the binding reports it (camelCase, aware UTC datetime or None)."""
+    oldest = dt.datetime.fromtimestamp(b.oldest_ms / 1000, dt.UTC) if b.oldest_ms else None
+    return {"backlogCount": b.count, "backlogBytes": b.bytes, "oldestMessageTimestamp": oldest}
+
+
+class Producer:
+    def __init__(self, store: Store, clock: Clock = wall_ms) -> None:
+        self.store = store
+        self.clock = clock
+
+    async def send(
+        self,
+        queue: QueueRecord,
+        items: Sequence[tuple[Any, Any, Any]],
+        batch_delay: Any = None,
+    ) -> Backlog:
+        """Store ``(body, content_type, delay_s)`` items, all or none."""
+        if len(items) > MAX_BATCH_MESSAGES:
+            raise QueueSendError(
+                f"batch message count of {len(items)} exceeds limit of {MAX_BATCH_MESSAGES}",
+                BATCH_COUNT_OUT_OF_BOUNDS,
+            )
+        batch_delay = check_delay(batch_delay)
+        queue_delay = queue.settings.delivery_delay_s
+        now = self.clock()
+        messages: list[NewMessage] = []
+        total = 0
+        for body, ctype, delay in items:
+            ctype = codec.normalize_content_type(ctype)
+            data = codec.encode(body, ctype)
+            if len(data) > MAX_MESSAGE_BYTES:
+                raise QueueSendError(
+                    f"message length of {len(data)} bytes exceeds limit of {MAX_MESSAGE_BYTES}",
+                    MESSAGE_SIZE_OUT_OF_BOUNDS,
+                )
+            total += len(data)
+            delay_s = send_delay(check_delay(delay), batch_delay, queue_delay)
+            messages.append(NewMessage(new_message_id(), ctype, data, now, now + delay_s * 1000))
+        if total > MAX_BATCH_BYTES:
+            raise QueueSendError(
+                f"batch size of {total} bytes exceeds limit of {MAX_BATCH_BYTES}",
+                BATCH_SIZE_OUT_OF_BOUNDS,
+            )
+        return await self.store.enqueue(queue, messages)
+
+    def binding(self, name: str, account: str) -> Binding:
+        return Binding(self, name, account)
+
+
+class Binding:
+    """The backend behind one ``env.QUEUE``: finds the queue at each call, so settings
+    changed at runtime apply to the next send."""
+
+    def __init__(self, producer: Producer, name: str, account: str) -> None:
+        self._producer = producer
+        self._name = name
+        self._account = account
+        self._lookup: Callable[[], QueueRecord | None] = lambda: producer.store.queue(name, account)
+
+    def _queue(self) -> QueueRecord:
+        q = self._lookup()
+        if q is None:
+            raise QueueNotFound(self._name)
+        return q
+
+    async def send_batch(
+        self, items: Sequence[tuple[Any, Any, Any]], batch_delay: Any
+    ) -> dict[str, Any]:
+        backlog = await self._producer.send(self._queue(), items, batch_delay)
+        return metrics_dict(backlog)
+
+    async def metrics(self) -> dict[str, Any]:
+        return metrics_dict(await self._producer.store.backlog(self._queue()))

@@ -1,0 +1,151 @@
+"""The real ``ocd`` command as a subprocess, with a temp config and data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import wait_sync
+
+APPS = Path(__file__).resolve().parent.parent / "apps"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ocd_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ocd", *args]
+
+
+class OcdProcess:
+    """One ``ocd serve`` run; collects its JSON log lines as they arrive."""
+
+    def __init__(self, config: Path, extra_env: dict[str, str] | None = None) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.update(extra_env or {})
+        self.proc = subprocess.Popen(
+            ocd_command("serve", "-c", str(config), "--log-format", "json"),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO,
+        )
+        self.lines: list[str] = []
+        self.stdout: list[str] = []
+        self.events: list[dict[str, Any]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._out_reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._out_reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            self.stdout.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.lines.append(line)
+            try:
+                self.events.append(json.loads(line))
+            except ValueError:
+                pass
+
+    def event(self, name: str) -> dict[str, Any] | None:
+        return next((e for e in self.events if e.get("event") == name), None)
+
+    def wait_started(self, timeout: float = 20) -> int:
+        def started() -> dict[str, Any] | None:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ocd exited {self.proc.returncode}:\n{self.log}")
+            return self.event("started")
+
+        ev = wait_sync(started, timeout)
+        return int(str(ev["listen"]).rsplit(":", 1)[1])
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self.lines)
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._reader.join(5)
+        self._out_reader.join(5)
+        for pipe in (self.proc.stderr, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture
+def ocd_processes():
+    procs: list[OcdProcess] = []
+
+    def start(config: Path, **kw: Any) -> OcdProcess:
+        p = OcdProcess(config, **kw)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.close()
+
+
+def recorder_config(tmp: Path, consumers: str, port: int = 0, extra: str = "") -> Path:
+    cfg = tmp / "ocd.toml"
+    cfg.write_text(
+        f"""
+[server]
+listen = "127.0.0.1:{port}"
+data_dir = "data"
+shutdown_timeout = 5
+{extra}
+
+[[workers]]
+name = "app"
+main = "{APPS / "recorder.py"}"
+routes = ["/"]
+vars = {{ RECORD = "{tmp / "record.jsonl"}" }}
+
+[[workers.queues.producers]]
+binding = "QUEUE"
+queue = "jobs"
+
+{consumers}
+"""
+    )
+    return cfg
+
+
+def records(tmp: Path) -> list[dict[str, Any]]:
+    path = tmp / "record.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # a line cut by kill -9 mid-write
+            pass
+    return out

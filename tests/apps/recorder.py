@@ -3,7 +3,8 @@ delivered message to the file named by the RECORD var, then acts as the body say
 
 Body instructions (for dict bodies): {"ack": true} explicit ack; {"retry": N} retry with a
 delay of N s; {"fail": true} the handler raises after recording; {"hang": true} the handler
-never returns; {"sleep": S} the handler takes S seconds; {"wait_until_fail": true} a waitUntil task raises.
+never returns; {"sleep": S} the handler takes S seconds; {"wait_until_fail": true} a
+waitUntil task raises.
 """
 
 import asyncio

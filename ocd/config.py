@@ -3,22 +3,21 @@
 Validation is pure: the only I/O is reading the config and wrangler files and checking that
 each worker's ``main`` file exists. Worker modules are never imported and no database is
 opened here. Every problem found is collected and raised together in one ConfigError.
+Reading files and typed access to their tables live in ``ocd.configfile``; this module
+says what the keys mean.
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
-import json
 import os
 import re
-import tomllib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ocd.configfile import File, Table, absolute_path, is_loopback, parse_listen
 from ocd.errors import ConfigError, Problem
 
 DEFAULT_LISTEN = "127.0.0.1:8787"
@@ -128,7 +127,6 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
 _ACCOUNT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 _QUEUE_NAME = "a queue name (1..63 of A-Z a-z 0-9 _ -)"
 _IDENTIFIER_NAME = "name matching [A-Za-z_][A-Za-z0-9_]*"
@@ -153,22 +151,6 @@ _WRANGLER_CONSUMER_KEYS = (*_CONSUMER_KEYS, "type", "visibility_timeout_ms")
 _WRANGLER_OVERLAP = (("main", "main"), ("module", "main"), ("vars", "vars"), ("queues", "queues"))
 
 
-def _join(path: str, key: str) -> str:
-    key = key if _BARE_KEY.fullmatch(key) else json.dumps(key)
-    return f"{path}.{key}" if path else key
-
-
-def _show(value: object) -> str:
-    if isinstance(value, datetime.date | datetime.time):  # TOML dates are written unquoted
-        return value.isoformat()
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _absolute(base: Path, value: str) -> Path:
-    return Path(os.path.normpath(os.path.join(base, value)))
-
-
 def _is_module_name(value: str) -> bool:
     return all(part.isidentifier() for part in value.split("."))
 
@@ -181,184 +163,12 @@ def _is_var_value(value: object) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
-class _File:
-    """A config or wrangler file: where its problems go and how its relative paths resolve."""
-
-    def __init__(self, shown: Path, path: Path, problems: list[Problem], wrangler: bool) -> None:
-        self.shown = shown  # as the user named it, for messages
-        self.path = path
-        self.problems = problems
-        self.wrangler = wrangler
-        self.toml = not wrangler or path.suffix == ".toml"
-        self.table_word, self.noun = ("a table", "table") if self.toml else ("an object", "object")
-
-    def problem(self, key_path: str, message: str) -> None:
-        self.problems.append(Problem(self.shown, key_path, message))
-
-    def expected(self, key_path: str, what: str, got: object) -> None:
-        self.problem(key_path, f"expected {what}, got {_show(got)}")
-
-    def read(self, allowed: Collection[str] | None) -> _Table | None:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-            data = tomllib.loads(text) if self.toml else json.loads(_strip_jsonc(text))
-        except FileNotFoundError:
-            self.problem("", "file not found")
-        except (OSError, UnicodeDecodeError) as e:
-            self.problem("", f"cannot read file: {e}")
-        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-            self.problem("", f"invalid {'TOML' if self.toml else 'JSON'}: {e}")
-        else:
-            return self.table(data, "", allowed)
-        return None
-
-    def table(
-        self,
-        value: object,
-        path: str,
-        allowed: Collection[str] | None,  # None: any key
-        required: Collection[str] = (),
-    ) -> _Table | None:
-        if not isinstance(value, dict):
-            self.expected(path, self.table_word, value)
-            return None
-        for key in value:
-            if allowed is not None and key not in allowed:
-                self.problem(_join(path, key), f'unknown key "{key}"')
-        for key in required:
-            if key not in value:
-                self.problem(path, f'missing required key "{key}"')
-        return _Table(self, value, path)
-
-
-class _Table:
-    """Typed access to one table; a wrong value is recorded as a problem, never raised."""
-
-    def __init__(self, file: _File, data: dict[str, Any], path: str) -> None:
-        self.file = file
-        self.data = data
-        self.path = path
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.data
-
-    def get(self, key: str, default: object = None) -> Any:
-        return self.data.get(key, default)
-
-    def key_path(self, key: str) -> str:
-        return _join(self.path, key)
-
-    def problem(self, key: str, message: str) -> None:
-        self.file.problem(self.key_path(key), message)
-
-    def expected(self, key: str, what: str, got: object) -> None:
-        self.file.expected(self.key_path(key), what, got)
-
-    def table(self, key: str, allowed: Collection[str] | None) -> _Table | None:
-        return self.file.table(self.data.get(key, {}), self.key_path(key), allowed)
-
-    def items(self, key: str) -> list[tuple[str, object]]:
-        """(key path, item) for each item of the array at ``key``; absent means empty."""
-        value = self.data.get(key, [])
-        if not isinstance(value, list):
-            self.expected(key, "an array", value)
-            return []
-        return [(f"{self.key_path(key)}[{i}]", item) for i, item in enumerate(value)]
-
-    def text(self, key: str, ok: Callable[[str], object], what: str) -> str | None:
-        """The string at ``key`` if ``ok`` accepts it; None if absent or wrong."""
-        value = self.data.get(key)
-        if value is None or (isinstance(value, str) and ok(value)):
-            return value
-        self.expected(key, what, value)
-        return None
-
-    def integer(self, key: str, lo: int, hi: int, default: int) -> int:
-        value = self.data.get(key, default)
-        if isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi:
-            return value
-        self.expected(key, f"an integer {lo}..{hi}", value)
-        return default
-
-    def number(self, key: str, lo: int, hi: int, default: float) -> float:
-        value = self.data.get(key, default)
-        if isinstance(value, int | float) and not isinstance(value, bool) and lo <= value <= hi:
-            return float(value)
-        self.expected(key, f"a number {lo}..{hi}", value)
-        return default
-
-    def boolean(self, key: str, default: bool) -> bool:
-        value = self.data.get(key, default)
-        if isinstance(value, bool):
-            return value
-        self.expected(key, "true or false", value)
-        return default
-
-
-def _strip_jsonc(text: str) -> str:
-    """JSONC to JSON: blank out comments and trailing commas, keeping every line and column."""
-    out = list(text)
-    last = -1  # index of the last character that is neither whitespace nor comment
-    i = 0
-    while i < len(text):
-        if text[i] == '"':
-            end = i + 1
-            while end < len(text) and text[end] != '"':
-                end += 2 if text[end] == "\\" else 1
-            last, i = end, end + 1
-            continue
-        if text.startswith("//", i):
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            if end < 0:  # unterminated: left in place for json to report
-                break
-            end += 2
-        else:
-            if text[i] in "]}" and last >= 0 and out[last] == ",":
-                out[last] = " "
-            if not text[i].isspace():
-                last = i
-            i += 1
-            continue
-        out[i:end] = [c if c == "\n" else " " for c in text[i:end]]
-        i = end
-    return "".join(out)
-
-
-def _parse_listen(listen: str) -> tuple[str, int] | None:
-    if listen.startswith("["):
-        host, sep, port = listen[1:].partition("]:")
-        if not sep or not isinstance(_ip(host), ipaddress.IPv6Address):
-            return None
-    else:
-        host, sep, port = listen.rpartition(":")
-        if not sep or (host != "localhost" and not isinstance(_ip(host), ipaddress.IPv4Address)):
-            return None
-    if not (port.isascii() and port.isdigit() and len(port) <= 5 and int(port) <= 65535):
-        return None
-    return host, int(port)
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
-
-
-def _is_loopback(host: str) -> bool:
-    ip = _ip(host)
-    return host == "localhost" or (ip is not None and ip.is_loopback)
-
-
 class _Loader:
     """One pass over the config file; cross-entry checks keep their state here."""
 
     def __init__(self, file: Path, environ: Mapping[str, str]) -> None:
         self.problems: list[Problem] = []
-        self.config = _File(file, Path(os.path.abspath(file)), self.problems, wrangler=False)
+        self.config = File(file, Path(os.path.abspath(file)), self.problems, wrangler=False)
         self.environ = environ
         self.warnings: list[str] = []
         self.account_ids: dict[str, str] = {}  # id -> key path of its entry
@@ -394,16 +204,16 @@ class _Loader:
             warnings=tuple(self.warnings),
         )
 
-    def _server(self, top: _Table) -> ServerConfig | None:
+    def _server(self, top: Table) -> ServerConfig | None:
         s = top.table("server", _SERVER_KEYS)
         if s is None:
             return None
         listen = s.get("listen", DEFAULT_LISTEN)
-        host_port = _parse_listen(listen) if isinstance(listen, str) else None
+        host_port = parse_listen(listen) if isinstance(listen, str) else None
         if host_port is None:
             what = '"host:port" with an IP address or "localhost" and a port 0..65535'
             s.expected("listen", what, listen)
-        elif not top.get("accounts") and not _is_loopback(host_port[0]):
+        elif not top.get("accounts") and not is_loopback(host_port[0]):
             what = "a loopback address when no [[accounts]] are configured"
             s.expected("listen", f"{what} (ocd would serve its API without authentication)", listen)
         state_dir = self.environ.get("STATE_DIRECTORY", "").split(":")[0]
@@ -413,7 +223,7 @@ class _Loader:
         return ServerConfig(
             host=host,
             port=port,
-            data_dir=_absolute(self.config.path.parent, data_dir),
+            data_dir=absolute_path(self.config.path.parent, data_dir),
             durability="normal" if durability == "normal" else "full",
             shutdown_timeout_s=s.number("shutdown_timeout", 0, 3600, 30.0),
         )
@@ -437,7 +247,7 @@ class _Loader:
             hashes.append(digest.lower())
         return AccountConfig(account_id, tuple(hashes)) if account_id else None
 
-    def _account_ref(self, t: _Table) -> str:
+    def _account_ref(self, t: Table) -> str:
         account = t.get("account", LOCAL_ACCOUNT)
         if account != LOCAL_ACCOUNT and account not in self.account_ids:
             t.expected("account", _ACCOUNT_REF, account)
@@ -471,7 +281,7 @@ class _Loader:
         wrangler = self._wrangler(w) if "wrangler" in w else None
         lenient = "wrangler" in w and wrangler is None  # don't add "missing" to a broken wrangler
 
-        def pick(key: str) -> _Table:
+        def pick(key: str) -> Table:
             return wrangler if wrangler is not None and key in wrangler else w
 
         for key, wkey in _WRANGLER_OVERLAP:
@@ -514,31 +324,31 @@ class _Loader:
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
         )
 
-    def _wrangler(self, w: _Table) -> _Table | None:
+    def _wrangler(self, w: Table) -> Table | None:
         value = w.get("wrangler")
         if not isinstance(value, str) or not value.endswith((".toml", ".json", ".jsonc")):
             w.expected("wrangler", "a path to a wrangler .toml, .json or .jsonc file", value)
             return None
-        path = _absolute(self.config.path.parent, value)
+        path = absolute_path(self.config.path.parent, value)
         if not path.is_file():
             w.problem("wrangler", f"file not found: {path}")
             return None
         # Only the keys ocd reads are checked; the rest (compatibility_date, ...) is ignored.
         shown = self.config.shown.parent / value
-        return _File(shown, path, self.problems, wrangler=True).read(allowed=None)
+        return File(shown, path, self.problems, wrangler=True).read(allowed=None)
 
-    def _main(self, code: _Table) -> Path | None:
+    def _main(self, code: Table) -> Path | None:
         value = code.get("main")
         if not isinstance(value, str) or not value.endswith(".py"):
             code.expected("main", "a path to a .py file", value)
             return None
-        main = _absolute(code.file.path.parent, value)
+        main = absolute_path(code.file.path.parent, value)
         if not main.is_file():
             code.problem("main", f"file not found: {main}")
             return None
         return main
 
-    def _vars(self, src: _Table) -> dict[str, Any]:
+    def _vars(self, src: Table) -> dict[str, Any]:
         v = src.table("vars", allowed=None)
         if v is None:
             return {}
@@ -549,7 +359,7 @@ class _Loader:
                 v.expected(key, f"a string, number, boolean, array or {v.file.noun}", value)
         return dict(v.data)
 
-    def _routes(self, w: _Table, owner: str) -> tuple[str, ...]:
+    def _routes(self, w: Table, owner: str) -> tuple[str, ...]:
         routes: list[str] = []
         for kp, route in w.items("routes"):
             if not isinstance(route, str) or not route.startswith("/"):
@@ -565,7 +375,7 @@ class _Loader:
         return tuple(routes)
 
     def _worker_queues(
-        self, src: _Table, vars_: Mapping[str, Any], account: str, owner: str
+        self, src: Table, vars_: Mapping[str, Any], account: str, owner: str
     ) -> tuple[tuple[ProducerConfig, ...], tuple[ConsumerConfig, ...]]:
         q = src.table("queues", ("producers", "consumers"))
         if q is None:
@@ -592,7 +402,7 @@ class _Loader:
             consumers.append(c)
         return tuple(producers.values()), tuple(consumers)
 
-    def _producer(self, file: _File, path: str, item: object) -> ProducerConfig | None:
+    def _producer(self, file: File, path: str, item: object) -> ProducerConfig | None:
         if not file.wrangler:
             p = file.table(item, path, _PRODUCER_KEYS, required=("binding", "queue"))
         else:  # "queue" defaults to the binding name, as in Miniflare
@@ -611,7 +421,7 @@ class _Loader:
             p.boolean("remote", False)  # accepted; there is nothing remote here
         return ProducerConfig(binding, queue) if binding and queue else None
 
-    def _consumer(self, file: _File, path: str, item: object) -> ConsumerConfig | None:
+    def _consumer(self, file: File, path: str, item: object) -> ConsumerConfig | None:
         keys = _WRANGLER_CONSUMER_KEYS if file.wrangler else _CONSUMER_KEYS
         c = file.table(item, path, keys, required=("queue",))
         if c is None:

@@ -57,7 +57,9 @@ DELETE_QUEUE = "DELETE FROM queues WHERE key = ?"
 
 DELETE_QUEUE_MESSAGES = "DELETE FROM messages WHERE queue = ?"
 
-COUNT_BY_QUEUE = "SELECT queue, count(*), coalesce(sum(size), 0) FROM messages GROUP BY queue"
+COUNT_BY_QUEUE = """
+SELECT queue, count(*), coalesce(sum(size), 0), min(sent_ms) FROM messages GROUP BY queue
+"""
 
 INSERT_MESSAGE = """
 INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms)

@@ -54,6 +54,7 @@ class _Tx:
         self.delta: dict[int, list[int]] = {}  # queue key -> [count, bytes]
         self.oldest_dirty: set[int] = set()
         self.oldest_new: dict[int, int] = {}
+        self.oldest_known: dict[int, int] = {}
         self.notify: set[int] = set()
 
     def added(self, key: int, count: int, size: int, min_sent_ms: int) -> None:
@@ -136,8 +137,7 @@ class SqliteStore:
         self._queues: dict[tuple[str, str], QueueRecord] = {}
         self._by_key: dict[int, QueueRecord] = {}
         self._counts: dict[int, list[int]] = {}
-        self._oldest: dict[int, int | None] = {}  # None: unknown, recompute on demand
-        self._removals: dict[int, int] = {}  # bumps when a removal may have moved the oldest
+        self._oldest: dict[int, int] = {}  # queue key -> send time of its oldest message
         self._events: dict[int, asyncio.Event] = {}
         self._pending: list[_Op] = []
         self._wake = asyncio.Event()
@@ -215,8 +215,9 @@ class SqliteStore:
     async def _load(self, conn: aiosqlite.Connection) -> None:
         for row in await _all(conn, sql.SELECT_QUEUES):
             self._remember(_queue_from_row(row))
-        for key, count, size in await _all(conn, sql.COUNT_BY_QUEUE):
+        for key, count, size, oldest in await _all(conn, sql.COUNT_BY_QUEUE):
             self._counts[key] = [count, size]
+            self._oldest[key] = oldest
 
     async def _recover(self, conn: aiosqlite.Connection, now_ms: int) -> None:
         cur = await conn.execute(sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
@@ -308,6 +309,12 @@ class SqliteStore:
             for op in ops:
                 if not isinstance(op, _Enqueue):
                     await op.apply(tx)
+            # Keep every queue's oldest timestamp known, so that a send's reply and a
+            # batch's metrics need no read of their own: one indexed lookup per group.
+            stale = tx.oldest_dirty | {k for k in tx.oldest_new if self._oldest.get(k) is None}
+            for key in stale:
+                (found,) = await _one(conn, sql.OLDEST, (key,))
+                tx.oldest_known[key] = found or 0
             await conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
@@ -322,13 +329,11 @@ class SqliteStore:
             c = self._counts.setdefault(key, [0, 0])
             c[0] += count
             c[1] += size
-        for key in tx.oldest_dirty:
-            self._oldest[key] = None
-            self._removals[key] = self._removals.get(key, 0) + 1
+        self._oldest.update(tx.oldest_known)
         for key, sent_ms in tx.oldest_new.items():
-            prev = self._oldest.get(key)
-            if prev is not None:
-                self._oldest[key] = min(prev, sent_ms)
+            if key not in tx.oldest_known:
+                prev = self._oldest.get(key)  # 0: the queue was empty
+                self._oldest[key] = min(prev, sent_ms) if prev else sent_ms
         for op in ops:
             if not op.future.done():
                 op.future.set_result(op.result)
@@ -577,14 +582,11 @@ class SqliteStore:
         oldest = self._oldest.get(queue.key)
         if oldest is None:
             assert self._r is not None
-            version = self._removals.get(queue.key, 0)
             try:
                 (found,) = await _one(self._r, sql.OLDEST, (queue.key,))
             except sqlite3.Error as e:
                 raise StoreError(f"reading {self.path} failed: {e}") from e
-            oldest = found or 0
-            if found and version == self._removals.get(queue.key, 0):
-                self._oldest[queue.key] = found
+            oldest = self._oldest[queue.key] = found or 0
         return Backlog(count, size, oldest)
 
     # ---------------------------------------------------------------- wake-ups

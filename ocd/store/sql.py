@@ -18,7 +18,8 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (account, name)
     );
     CREATE TABLE messages (
-        seq          INTEGER PRIMARY KEY,
+        -- AUTOINCREMENT: a seq is never reused, so a stale lease can never name another message
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
         queue        INTEGER NOT NULL,
         id           TEXT    NOT NULL,
         content_type TEXT    NOT NULL,
@@ -35,10 +36,24 @@ MIGRATIONS: tuple[str, ...] = (
     -- oldest message of a queue and retention sweeps
     CREATE INDEX messages_sent ON messages (queue, sent_ms);
     """,
+    """
+    -- HTTP pull consumers; worker consumers live in the config file.
+    CREATE TABLE consumers (
+        key          INTEGER PRIMARY KEY,
+        queue        INTEGER NOT NULL UNIQUE,
+        consumer_id  TEXT    NOT NULL UNIQUE,
+        created_ms   INTEGER NOT NULL,
+        dead_letter_queue TEXT,
+        settings     TEXT    NOT NULL
+    );
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+    ALTER TABLE queues ADD COLUMN purged_ms INTEGER;
+    """,
 )
 
 SELECT_QUEUES = """
-SELECT key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s, retention_s, paused
+SELECT key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s, retention_s, paused,
+       purged_ms
 FROM queues
 """
 
@@ -54,6 +69,31 @@ WHERE key = ?
 """
 
 DELETE_QUEUE = "DELETE FROM queues WHERE key = ?"
+
+MARK_PURGED = "UPDATE queues SET purged_ms = ? WHERE key = ?"
+
+SELECT_CONSUMERS = """
+SELECT key, queue, consumer_id, created_ms, dead_letter_queue, settings FROM consumers
+"""
+
+UPSERT_CONSUMER = """
+INSERT INTO consumers (queue, consumer_id, created_ms, dead_letter_queue, settings)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (queue) DO UPDATE SET dead_letter_queue = excluded.dead_letter_queue,
+                                  settings = excluded.settings
+RETURNING key, consumer_id, created_ms
+"""
+
+DELETE_CONSUMER = "DELETE FROM consumers WHERE queue = ?"
+
+GET_META = "SELECT value FROM meta WHERE key = ?"
+
+PUT_META = "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)"
+
+PEEK = """
+SELECT seq, id, content_type, body, sent_ms, attempts FROM messages
+WHERE queue = ? AND visible_ms <= ? ORDER BY visible_ms LIMIT ?
+"""
 
 DELETE_QUEUE_MESSAGES = "DELETE FROM messages WHERE queue = ?"
 
@@ -90,14 +130,18 @@ WHERE seq IN (SELECT seq FROM messages
 RETURNING seq, id, content_type, body, sent_ms, attempts
 """
 
-RETRY = "UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = ?"
+# Every statement that names messages by seq also names their queue: a seq that has since
+# moved to a dead-letter queue is out of reach of a stale lease on the old one.
+RETRY = """
+UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = ? AND queue = ?
+"""
 
-DELETE_SEQS = "DELETE FROM messages WHERE seq IN ({marks}) RETURNING size"
+DELETE_SEQS = "DELETE FROM messages WHERE queue = ? AND seq IN ({marks}) RETURNING size"
 
 # Same id and timestamp in the dead-letter queue; attempts start again.
 MOVE_SEQS = """
 UPDATE messages SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL
-WHERE seq IN ({marks})
+WHERE queue = ? AND seq IN ({marks})
 RETURNING size, sent_ms
 """
 
@@ -105,7 +149,7 @@ RETURNING size, sent_ms
 RELEASE_SEQS = """
 UPDATE messages
 SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = NULL
-WHERE seq IN ({marks}) AND lease_kind = 1
+WHERE queue = ? AND seq IN ({marks}) AND lease_kind = 1
 """
 
 EXPIRE = """

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
+import json
 import logging
 import os
 import secrets
@@ -33,6 +35,7 @@ from ocd.store.base import (
     Delivery,
     LeaseKind,
     NewMessage,
+    PullConsumer,
     QueueRecord,
     QueueSettings,
     Ready,
@@ -139,6 +142,7 @@ class SqliteStore:
         self._counts: dict[int, list[int]] = {}
         self._oldest: dict[int, int] = {}  # queue key -> send time of its oldest message
         self._events: dict[int, asyncio.Event] = {}
+        self._consumers: dict[int, PullConsumer] = {}  # queue key -> its pull consumer
         self._pending: list[_Op] = []
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
@@ -215,6 +219,9 @@ class SqliteStore:
     async def _load(self, conn: aiosqlite.Connection) -> None:
         for row in await _all(conn, sql.SELECT_QUEUES):
             self._remember(_queue_from_row(row))
+        for row in await _all(conn, sql.SELECT_CONSUMERS):
+            c = _consumer_from_row(row)
+            self._consumers[c.queue_key] = c
         for key, count, size, oldest in await _all(conn, sql.COUNT_BY_QUEUE):
             self._counts[key] = [count, size]
             self._oldest[key] = oldest
@@ -389,9 +396,7 @@ class SqliteStore:
             tx.notify.add(queue.key)
 
         await self._submit(_Call(update))
-        record = QueueRecord(
-            queue.key, queue.account, name, queue.queue_id, queue.created_ms, now_ms, settings
-        )
+        record = dataclasses.replace(queue, name=name, modified_ms=now_ms, settings=settings)
         self._queues.pop((queue.account, queue.name), None)
         self._remember(record)
         return record
@@ -399,6 +404,7 @@ class SqliteStore:
     async def delete_queue(self, queue: QueueRecord) -> None:
         async def delete(tx: _Tx) -> None:
             await tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            await tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
             await tx.conn.execute(sql.DELETE_QUEUE, (queue.key,))
 
         await self._submit(_Call(delete))
@@ -406,7 +412,57 @@ class SqliteStore:
         self._by_key.pop(queue.key, None)
         self._counts.pop(queue.key, None)
         self._oldest.pop(queue.key, None)
+        self._consumers.pop(queue.key, None)
         self._notify(queue.key)
+
+    # ---------------------------------------------------------------- pull consumers
+
+    def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None:
+        return self._consumers.get(queue.key)
+
+    async def put_pull_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
+        """Create the queue's pull consumer, or update its settings (id and creation stay)."""
+
+        async def put(tx: _Tx) -> PullConsumer:
+            rows = await _all(
+                tx.conn,
+                sql.UPSERT_CONSUMER,
+                (
+                    queue.key,
+                    consumer.consumer_id,
+                    consumer.created_ms,
+                    consumer.dead_letter_queue,
+                    _consumer_settings(consumer),
+                ),
+            )
+            _key, cid, created = rows[0]
+            return dataclasses.replace(
+                consumer, queue_key=queue.key, consumer_id=cid, created_ms=created
+            )
+
+        stored: PullConsumer = await self._submit(_Call(put))
+        self._consumers[queue.key] = stored
+        return stored
+
+    async def delete_pull_consumer(self, queue: QueueRecord) -> bool:
+        async def delete(tx: _Tx) -> int:
+            cur = await tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
+            return max(cur.rowcount, 0)
+
+        deleted: int = await self._submit(_Call(delete))
+        self._consumers.pop(queue.key, None)
+        return deleted > 0
+
+    async def secret(self, name: str) -> bytes:
+        """A random key kept in the database (created on first use), e.g. to sign leases."""
+
+        async def get(tx: _Tx) -> bytes:
+            await tx.conn.execute(sql.PUT_META, (name, secrets.token_bytes(32)))
+            (value,) = await _one(tx.conn, sql.GET_META, (name,))
+            return bytes(value)
+
+        value: bytes = await self._submit(_Call(get))
+        return value
 
     # ---------------------------------------------------------------- messages
 
@@ -480,7 +536,7 @@ class SqliteStore:
             retried = 0
             if retries:
                 cur = await tx.conn.executemany(
-                    sql.RETRY, ((visible, seq) for seq, visible in retries)
+                    sql.RETRY, ((visible, seq, queue.key) for seq, visible in retries)
                 )
                 retried = max(cur.rowcount, 0)
                 tx.notify.add(queue.key)
@@ -494,7 +550,7 @@ class SqliteStore:
         n = 0
         for chunk in _chunks(seqs):
             rows = await _all(
-                tx.conn, sql.DELETE_SEQS.format(marks=_marks(len(chunk))), tuple(chunk)
+                tx.conn, sql.DELETE_SEQS.format(marks=_marks(len(chunk))), (queue.key, *chunk)
             )
             if rows:
                 tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
@@ -518,7 +574,9 @@ class SqliteStore:
         moved = 0
         for chunk in _chunks(seqs):
             rows = await _all(
-                tx.conn, sql.MOVE_SEQS.format(marks=_marks(len(chunk))), (dlq.key, now_ms, *chunk)
+                tx.conn,
+                sql.MOVE_SEQS.format(marks=_marks(len(chunk))),
+                (dlq.key, now_ms, queue.key, *chunk),
             )
             if rows:
                 size = sum(r[0] for r in rows)
@@ -532,7 +590,8 @@ class SqliteStore:
             n = 0
             for chunk in _chunks(seqs):
                 cur = await tx.conn.execute(
-                    sql.RELEASE_SEQS.format(marks=_marks(len(chunk))), (now_ms, *chunk)
+                    sql.RELEASE_SEQS.format(marks=_marks(len(chunk))),
+                    (now_ms, queue.key, *chunk),
                 )
                 n += max(cur.rowcount, 0)
             tx.notify.add(queue.key)
@@ -564,15 +623,37 @@ class SqliteStore:
                 ] = total
         return expired
 
-    async def purge(self, queue: QueueRecord) -> int:
+    async def purge(self, queue: QueueRecord, now_ms: int) -> int:
         async def purge(tx: _Tx) -> int:
             cur = await tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            await tx.conn.execute(sql.MARK_PURGED, (now_ms, queue.key))
             n = max(cur.rowcount, 0)
             c = self._counts.get(queue.key, [0, 0])
             tx.removed(queue.key, c[0], c[1])
             return n
 
         result: int = await self._submit(_Call(purge))
+        current = self._by_key.get(queue.key)
+        if current is not None:
+            self._remember(dataclasses.replace(current, purged_ms=now_ms))
+        return result
+
+    async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
+        """Ready messages, oldest first, without leasing them or counting an attempt."""
+        assert self._r is not None
+        try:
+            rows = await _all(self._r, sql.PEEK, (queue.key, now_ms, limit))
+        except sqlite3.Error as e:
+            raise StoreError(f"reading {self.path} failed: {e}") from e
+        return [
+            Delivery(seq, mid, ct, body, sent, att, 0) for seq, mid, ct, body, sent, att in rows
+        ]
+
+    async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
+        async def delete(tx: _Tx) -> int:
+            return await self._delete(tx, queue, seqs)
+
+        result: int = await self._submit(_Call(delete))
         return result
 
     async def backlog(self, queue: QueueRecord) -> Backlog:
@@ -623,7 +704,32 @@ def _settings_row(s: QueueSettings) -> tuple[int, int, int]:
 
 
 def _queue_from_row(row: Any) -> QueueRecord:
-    key, account, name, qid, created, modified, delay, retention, paused = row
-    return QueueRecord(
-        key, account, name, qid, created, modified, QueueSettings(delay, retention, bool(paused))
+    key, account, name, qid, created, modified, delay, retention, paused, purged = row
+    settings = QueueSettings(delay, retention, bool(paused))
+    return QueueRecord(key, account, name, qid, created, modified, settings, purged)
+
+
+def _consumer_settings(c: PullConsumer) -> str:
+    return json.dumps(
+        {
+            "batch_size": c.batch_size,
+            "max_retries": c.max_retries,
+            "visibility_timeout_ms": c.visibility_timeout_ms,
+            "retry_delay": c.retry_delay_s,
+        }
+    )
+
+
+def _consumer_from_row(row: Any) -> PullConsumer:
+    _key, queue, cid, created, dlq, settings = row
+    s = json.loads(settings)
+    return PullConsumer(
+        queue,
+        cid,
+        created,
+        dlq,
+        s["batch_size"],
+        s["max_retries"],
+        s["visibility_timeout_ms"],
+        s["retry_delay"],
     )

@@ -119,7 +119,7 @@ async def test_expire_deletes_past_retention_only(store):
 async def test_purge_and_delete_queue(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(4))
-    assert await store.purge(q) == 4
+    assert await store.purge(q, T0) == 4
     assert (await store.backlog(q)).count == 0
     await store.delete_queue(q)
     assert store.queue("jobs") is None
@@ -199,3 +199,53 @@ async def test_foreign_sqlite_file_is_refused(tmp_path):
     con.close()
     with pytest.raises(SchemaError, match="not an ocd database"):
         await SqliteStore(tmp_path).open(T0)
+
+
+async def test_pull_consumer_is_stored_updated_and_survives_reopen(tmp_path):
+    from ocd.store import PullConsumer
+
+    s = SqliteStore(tmp_path)
+    await s.open(T0)
+    q = await s.ensure_queue("jobs", "local", None, T0)
+    c = await s.put_pull_consumer(q, PullConsumer(q.key, "a" * 32, T0, None, batch_size=7))
+    c2 = await s.put_pull_consumer(q, PullConsumer(q.key, "b" * 32, T0 + 5, "dlq", batch_size=9))
+    assert c2.consumer_id == c.consumer_id and c2.created_ms == T0  # an update, not a new one
+    assert (c2.batch_size, c2.dead_letter_queue) == (9, "dlq")
+    secret = await s.secret("lease")
+    await s.close()
+    s2 = SqliteStore(tmp_path)
+    await s2.open(T0)
+    q2 = s2.queue("jobs")
+    assert s2.pull_consumer(q2) == c2
+    assert await s2.secret("lease") == secret and len(secret) == 32
+    assert await s2.delete_pull_consumer(q2) is True
+    assert s2.pull_consumer(q2) is None
+    await s2.close()
+
+
+async def test_peek_does_not_lease_and_delete_messages_removes_by_seq(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(3))
+    peeked = await store.peek(q, T0, 2)
+    assert len(peeked) == 2 and all(p.attempts == 0 for p in peeked)
+    assert (await store.ready(q, T0, 10)).count == 3
+    assert await store.delete_messages(q, [peeked[0].seq]) == 1
+    assert (await store.backlog(q)).count == 2
+
+
+async def test_a_seq_moved_to_the_dlq_is_out_of_reach_of_the_old_queue(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    dlq = await store.ensure_queue("dlq", "local", None, T0)
+    await store.enqueue(q, msgs(1))
+    d = (await store.claim(q, 1, T0, T0 + 10, 4, NO_DLQ)).deliveries[0]
+    await store.settle(q, [], [], [d.seq], DeadLetter(dlq), T0)
+    s = await store.settle(q, [d.seq], [], [], NO_DLQ, T0)  # a stale ack on the old queue
+    assert s.acked == 0
+    assert (await store.backlog(dlq)).count == 1
+
+
+async def test_purge_records_when_it_ran(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(2))
+    assert await store.purge(q, T0 + 9) == 2
+    assert store.queue("jobs").purged_ms == T0 + 9

@@ -18,6 +18,8 @@ from typing import Any
 from aiohttp import web
 
 import runtime
+from ocd.api.app import PREFIX, build_api
+from ocd.api.context import ApiContext
 from ocd.clock import Clock, wall_ms
 from ocd.config import Config, WorkerConfig
 from ocd.dispatch import ConsumerPolicy, Dispatcher
@@ -25,6 +27,7 @@ from ocd.errors import OcdError
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import LoadedWorker, load_worker
 from ocd.producer import Producer
+from ocd.pull import PullService
 from ocd.store import QueueSettings, SqliteStore, Store
 
 log = logging.getLogger(__name__)
@@ -137,8 +140,11 @@ class Daemon:
             for prefix in w.config.routes
         ]
         self.router = WorkerRouter(routes)
+        pull = await PullService.open(self.store, self.clock)
+        api = ApiContext.from_config(self.config, self.store, self.producer, pull, self.clock)
         app = web.Application()
         app.router.add_get("/__ocd/healthz", _healthz)
+        app.add_subapp(PREFIX, build_api(api))
         app.router.add_route("*", "/{tail:.*}", self.router.handle)
         self._runner = web.AppRunner(
             app,

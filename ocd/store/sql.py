@@ -149,7 +149,7 @@ RETURNING size, sent_ms
 RELEASE_SEQS = """
 UPDATE messages
 SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = NULL
-WHERE queue = ? AND seq IN ({marks}) AND lease_kind = 1
+WHERE lease_kind = ? AND queue = ? AND seq IN ({marks})
 """
 
 EXPIRE = """

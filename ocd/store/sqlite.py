@@ -139,6 +139,7 @@ class SqliteStore:
         self._r: aiosqlite.Connection | None = None
         self._queues: dict[tuple[str, str], QueueRecord] = {}
         self._by_key: dict[int, QueueRecord] = {}
+        self._by_id: dict[str, QueueRecord] = {}
         self._counts: dict[int, list[int]] = {}
         self._oldest: dict[int, int] = {}  # queue key -> send time of its oldest message
         self._events: dict[int, asyncio.Event] = {}
@@ -352,6 +353,10 @@ class SqliteStore:
     def _remember(self, q: QueueRecord) -> None:
         self._queues[(q.account, q.name)] = q
         self._by_key[q.key] = q
+        self._by_id[q.queue_id] = q
+
+    def queue_by_id(self, queue_id: str) -> QueueRecord | None:
+        return self._by_id.get(queue_id)
 
     def queues(self) -> list[QueueRecord]:
         return sorted(self._queues.values(), key=lambda q: (q.account, q.name))
@@ -410,6 +415,7 @@ class SqliteStore:
         await self._submit(_Call(delete))
         self._queues.pop((queue.account, queue.name), None)
         self._by_key.pop(queue.key, None)
+        self._by_id.pop(queue.queue_id, None)
         self._counts.pop(queue.key, None)
         self._oldest.pop(queue.key, None)
         self._consumers.pop(queue.key, None)
@@ -585,13 +591,19 @@ class SqliteStore:
             moved += len(rows)
         return moved, 0
 
-    async def release(self, queue: QueueRecord, seqs: Sequence[int], now_ms: int) -> int:
+    async def release(
+        self,
+        queue: QueueRecord,
+        seqs: Sequence[int],
+        now_ms: int,
+        kind: LeaseKind = LeaseKind.PUSH,
+    ) -> int:
         async def release(tx: _Tx) -> int:
             n = 0
             for chunk in _chunks(seqs):
                 cur = await tx.conn.execute(
                     sql.RELEASE_SEQS.format(marks=_marks(len(chunk))),
-                    (now_ms, queue.key, *chunk),
+                    (now_ms, int(kind), queue.key, *chunk),
                 )
                 n += max(cur.rowcount, 0)
             tx.notify.add(queue.key)

@@ -1,0 +1,47 @@
+"""Who may use an account: a bearer token whose SHA-256 is listed for it.
+
+With no ``[[accounts]]`` configured, ocd serves the one account ``local`` to anyone (it then
+listens on loopback only, which the config enforces).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+
+from aiohttp import web
+
+from ocd.api.envelope import AUTH_ERROR, ApiError
+
+LOCAL = "local"
+
+
+class Accounts:
+    def __init__(self, tokens: Mapping[str, Sequence[str]]) -> None:
+        self._tokens = {a: [bytes.fromhex(h) for h in hashes] for a, hashes in tokens.items()}
+        self.open = not tokens
+
+    def ids(self) -> list[str]:
+        return [LOCAL] if self.open else sorted(self._tokens)
+
+    def check(self, request: web.Request, account: str) -> None:
+        """Raise the same 403 for a bad token, a missing one and an unknown account."""
+        if self.open:
+            if account == LOCAL:
+                return
+            raise _denied()
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        digest = hashlib.sha256(token.strip().encode()).digest()
+        allowed = self._tokens.get(account, [])
+        # Compare against every hash, each in constant time, so timing tells nothing.
+        match = False
+        for h in allowed:
+            match |= hmac.compare_digest(h, digest)
+        if scheme.lower() != "bearer" or not token or not match:
+            raise _denied()
+
+
+def _denied() -> ApiError:
+    return ApiError(403, AUTH_ERROR, "Authentication error")

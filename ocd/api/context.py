@@ -1,0 +1,157 @@
+"""What the API handlers share: the domain operations, accounts, and what the config says."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from ocd.api.auth import Accounts
+from ocd.api.envelope import QUEUE_NOT_FOUND, ApiError
+from ocd.clock import Clock
+from ocd.config import Config, ConsumerConfig
+from ocd.producer import Producer
+from ocd.pull import PullService
+from ocd.store import PullConsumer, QueueRecord, Store
+
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConsumer:
+    worker: str
+    consumer: ConsumerConfig
+
+
+@dataclass
+class ApiContext:
+    store: Store
+    producer: Producer
+    pull: PullService
+    accounts: Accounts
+    clock: Clock
+    # (account, queue) -> workers whose producer bindings name it in the config
+    producers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    worker_consumers: dict[tuple[str, str], WorkerConsumer] = field(default_factory=dict)
+    # (account, queue) -> workers whose config names it in any way (also as a DLQ)
+    bound: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(
+        cls, config: Config, store: Store, producer: Producer, pull: PullService, clock: Clock
+    ) -> ApiContext:
+        ctx = cls(
+            store,
+            producer,
+            pull,
+            Accounts({a.id: a.token_sha256 for a in config.accounts}),
+            clock,
+        )
+        for w in config.workers:
+            for p in w.producers:
+                ctx.producers.setdefault((w.account, p.queue), []).append(w.name)
+            for c in w.consumers:
+                ctx.worker_consumers[(w.account, c.queue)] = WorkerConsumer(w.name, c)
+            named = [p.queue for p in w.producers] + [c.queue for c in w.consumers]
+            named += [c.dead_letter_queue for c in w.consumers if c.dead_letter_queue]
+            for name in dict.fromkeys(named):
+                ctx.bound.setdefault((w.account, name), []).append(w.name)
+        return ctx
+
+    def account(self, request: web.Request) -> str:
+        account = request.match_info["account_id"]
+        self.accounts.check(request, account)
+        return account
+
+    def queue(self, request: web.Request) -> QueueRecord:
+        """The queue in the path (by id or by name), only within the caller's account: a
+        queue of another account is exactly as absent as one that does not exist."""
+        account = self.account(request)
+        ref = request.match_info["queue_id"]
+        q = self.store.queue_by_id(ref)
+        if q is None or q.account != account:
+            q = self.store.queue(ref, account)
+        if q is None:
+            raise ApiError(404, QUEUE_NOT_FOUND, f"Queue not found: {ref}")
+        return q
+
+    # ---------------------------------------------------------------- JSON shapes
+
+    def queue_json(self, q: QueueRecord) -> dict[str, Any]:
+        producers = [
+            {"type": "worker", "script": w} for w in self.producers.get((q.account, q.name), [])
+        ]
+        consumers = [c for c in [self.consumer_json(q)] if c is not None]
+        return {
+            "queue_id": q.queue_id,
+            "queue_name": q.name,
+            "created_on": iso(q.created_ms),
+            "modified_on": iso(q.modified_ms),
+            "producers": producers,
+            "producers_total_count": len(producers),
+            "consumers": consumers,
+            "consumers_total_count": len(consumers),
+            "settings": {
+                "delivery_delay": q.settings.delivery_delay_s,
+                "delivery_paused": q.settings.delivery_paused,
+                "message_retention_period": q.settings.message_retention_period_s,
+            },
+        }
+
+    def bound_by(self, q: QueueRecord) -> list[str]:
+        """Workers whose config binds this queue: it cannot be deleted or renamed."""
+        return self.bound.get((q.account, q.name), [])
+
+    def consumer_json(self, q: QueueRecord) -> dict[str, Any] | None:
+        wc = self.worker_consumers.get((q.account, q.name))
+        if wc is not None:
+            c = wc.consumer
+            return {
+                "consumer_id": worker_consumer_id(q, wc.worker),
+                "created_on": iso(q.created_ms),
+                "queue_name": q.name,
+                "type": "worker",
+                "script_name": wc.worker,
+                "dead_letter_queue": c.dead_letter_queue or "",
+                "settings": {
+                    "batch_size": c.max_batch_size,
+                    "max_retries": c.max_retries,
+                    "max_wait_time_ms": int(c.max_batch_timeout_s * 1000),
+                    "max_concurrency": c.max_concurrency,
+                    "retry_delay": c.retry_delay_s,
+                },
+            }
+        pc = self.store.pull_consumer(q)
+        return None if pc is None else pull_consumer_json(q, pc)
+
+
+def pull_consumer_json(q: QueueRecord, c: PullConsumer) -> dict[str, Any]:
+    return {
+        "consumer_id": c.consumer_id,
+        "created_on": iso(c.created_ms),
+        "queue_name": q.name,
+        "type": "http_pull",
+        "dead_letter_queue": c.dead_letter_queue or "",
+        "settings": {
+            "batch_size": c.batch_size,
+            "max_retries": c.max_retries,
+            "visibility_timeout_ms": c.visibility_timeout_ms,
+            "retry_delay": c.retry_delay_s,
+        },
+    }
+
+
+def worker_consumer_id(q: QueueRecord, worker: str) -> str:
+    """A stable id for a consumer that lives in the config file."""
+    return hashlib.sha256(f"{q.queue_id}/{worker}".encode()).hexdigest()[:32]
+
+
+def iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"

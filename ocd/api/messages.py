@@ -1,0 +1,209 @@
+"""Messages over HTTP: push, batch push, pull, ack/retry, peek, and purge of peeked ones.
+
+Pushes go through the same producer the worker bindings use, so limits, codes and
+atomicity are identical; pulls and acks go through ``ocd.pull``.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from aiohttp import web
+
+from ocd.api.context import ApiContext
+from ocd.api.envelope import (
+    MESSAGE_METADATA_INVALID,
+    NO_PULL_CONSUMER,
+    QUEUE_DISABLED,
+    ApiError,
+    invalid,
+    ok,
+)
+from ocd.api.validate import Fields, json_object
+from ocd.errors import QueueSendError
+from ocd.producer import MAX_BATCH_MESSAGES, MAX_DELAY_S
+from ocd.pull import MAX_WAIT_MS
+from ocd.store import Backlog, Delivery, PullConsumer, QueueRecord
+
+REST_CONTENT_TYPES = ("json", "text")
+MESSAGE_KEYS = ("body", "content_type", "delay_seconds")
+
+
+def metrics_json(b: Backlog) -> dict[str, int]:
+    return {
+        "backlog_count": b.count,
+        "backlog_bytes": b.bytes,
+        "oldest_message_timestamp_ms": b.oldest_ms,
+    }
+
+
+def body_json(d: Delivery) -> str:
+    """Pull/peek body encoding: text as a string; json and bytes as base64."""
+    if d.content_type == "text":
+        return d.body.decode("utf-8", errors="replace")
+    return base64.b64encode(d.body).decode()
+
+
+def _item(f: Fields) -> tuple[Any, str, int | None]:
+    if "body" not in f:
+        raise invalid('"body" is required', f.where("body"))
+    ctype = f.string("content_type", "json")
+    if ctype not in REST_CONTENT_TYPES:
+        raise ApiError(
+            400,
+            MESSAGE_METADATA_INVALID,
+            f'content_type must be "json" or "text" over HTTP, got "{ctype}"',
+            f.where("content_type"),
+        )
+    body = f.data["body"]
+    if ctype == "text" and not isinstance(body, str):
+        raise invalid('a "text" message needs a string body', f.where("body"))
+    delay = f.integer("delay_seconds", 0, MAX_DELAY_S, None)
+    return body, ctype, delay
+
+
+class MessageRoutes:
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+
+    def add_to(self, router: web.UrlDispatcher) -> None:
+        m = "/accounts/{account_id}/queues/{queue_id}/messages"
+        router.add_post(m, self.push)
+        router.add_post(m + "/batch", self.push_batch)
+        router.add_post(m + "/pull", self.pull)
+        router.add_post(m + "/ack", self.ack)
+        router.add_post(m + "/peek", self.peek)
+        router.add_post(m + "/purge", self.purge_refs)
+
+    async def _send(self, q: QueueRecord, items: list[Any], delay: int | None) -> web.Response:
+        try:
+            backlog = await self.ctx.producer.send(q, items, delay)
+        except QueueSendError as e:
+            raise ApiError(400, e.code, e.cause) from None
+        except TypeError as e:  # a body the content type cannot carry
+            raise invalid(str(e)) from None
+        return ok({"metadata": {"metrics": metrics_json(backlog)}})
+
+    async def push(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        f = Fields(await json_object(request), known=MESSAGE_KEYS)
+        return await self._send(q, [_item(f)], None)
+
+    async def push_batch(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        f = Fields(await json_object(request), known=("messages", "delay_seconds"))
+        raw = f.array("messages")
+        if not raw:
+            raise invalid("messages must hold at least one message", "/messages")
+        if len(raw) > MAX_BATCH_MESSAGES:
+            raise ApiError(
+                400,
+                10206,
+                f"batch message count of {len(raw)} exceeds limit of {MAX_BATCH_MESSAGES}",
+                "/messages",
+            )
+        items = [_item(Fields(m, f"/messages/{i}", MESSAGE_KEYS)) for i, m in enumerate(raw)]
+        return await self._send(q, items, f.integer("delay_seconds", 0, MAX_DELAY_S, None))
+
+    def _pull_consumer(self, q: QueueRecord) -> PullConsumer:
+        consumer = self.ctx.store.pull_consumer(q)
+        if consumer is None:
+            raise ApiError(
+                400,
+                NO_PULL_CONSUMER,
+                f"queue {q.name} has no HTTP pull consumer; add one first "
+                f"(ocd queues consumer http add {q.name})",
+            )
+        return consumer
+
+    async def pull(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        f = Fields(
+            await json_object(request, optional=True),
+            known=("batch_size", "visibility_timeout_ms", "visibility_timeout", "wait_ms"),
+        )
+        consumer = self._pull_consumer(q)
+        batch_size = f.integer("batch_size", 1, 100, 5)
+        visibility = f.integer("visibility_timeout_ms", 1, 43_200_000, None)
+        if visibility is None:  # the older name of the same setting
+            visibility = f.integer("visibility_timeout", 1, 43_200_000, None)
+        if visibility is None:
+            visibility = consumer.visibility_timeout_ms
+        wait_ms = f.integer("wait_ms", 0, MAX_WAIT_MS, 0)
+        if q.settings.delivery_paused:
+            raise ApiError(409, QUEUE_DISABLED, "queue_delivery_paused")
+        pulled = await self.ctx.pull.pull(q, consumer, batch_size, visibility, wait_ms)
+        notes = [
+            f"message {d.id} has content type v8, which HTTP pull consumers cannot decode; "
+            "it stays in the queue for a worker consumer"
+            for d in pulled.refused
+        ]
+        messages = [
+            {
+                "id": d.id,
+                "body": body_json(d),
+                "attempts": d.attempts,
+                "timestamp_ms": d.sent_ms,
+                "metadata": {"CF-Content-Type": d.content_type},
+                "lease_id": self.ctx.pull.lease_id(q, d),
+            }
+            for d in pulled.deliveries
+        ]
+        return ok(
+            {
+                "message_backlog_count": pulled.backlog.count,
+                "messages": messages,
+                "metadata": {"metrics": metrics_json(pulled.backlog)},
+            },
+            messages=notes,
+        )
+
+    async def ack(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        f = Fields(await json_object(request, optional=True), known=("acks", "retries"))
+        consumer = self._pull_consumer(q)
+        acks = [
+            Fields(a, f"/acks/{i}", ("lease_id",)).string("lease_id")
+            for i, a in enumerate(f.array("acks", []))
+        ]
+        retries: list[tuple[str, int | None]] = []
+        for i, r in enumerate(f.array("retries", [])):
+            rf = Fields(r, f"/retries/{i}", ("lease_id", "delay_seconds"))
+            retries.append(
+                (rf.string("lease_id"), rf.integer("delay_seconds", 0, MAX_DELAY_S, None))
+            )
+        result = await self.ctx.pull.ack(q, consumer, acks, retries)
+        return ok(
+            {"ackCount": result.acked, "retryCount": result.retried, "warnings": result.warnings}
+        )
+
+    async def peek(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        f = Fields(await json_object(request, optional=True), known=("batch_size",))
+        limit = f.integer("batch_size", 1, 100, 1)
+        peeked = await self.ctx.store.peek(q, self.ctx.clock(), limit)
+        return ok(
+            {
+                "messages": [
+                    {
+                        "id": d.id,
+                        "body": body_json(d),
+                        "attempts": d.attempts,
+                        "timestamp_ms": d.sent_ms,
+                        "metadata": {"CF-Content-Type": d.content_type},
+                        "ref": self.ctx.pull.ref(q, d),
+                    }
+                    for d in peeked
+                ]
+            }
+        )
+
+    async def purge_refs(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        f = Fields(await json_object(request), known=("refs",))
+        refs = [
+            Fields(r, f"/refs/{i}", ("ref",)).string("ref") for i, r in enumerate(f.array("refs"))
+        ]
+        warnings = await self.ctx.pull.purge_refs(q, refs)
+        return ok({"errors": [], "warnings": warnings})

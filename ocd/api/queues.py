@@ -1,0 +1,273 @@
+"""Queues and consumers: create, list, get, update, edit, delete, metrics, purge."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from aiohttp import web
+
+from ocd.api.context import QUEUE_NAME, ApiContext, iso, pull_consumer_json
+from ocd.api.envelope import (
+    CONSUMER_EXISTS,
+    CONSUMER_NOT_FOUND,
+    QUEUE_EXISTS,
+    QUEUE_IN_USE,
+    ApiError,
+    invalid,
+    ok,
+)
+from ocd.api.validate import Fields, json_object
+from ocd.store import PullConsumer, QueueRecord, QueueSettings
+
+SETTINGS_KEYS = ("delivery_delay", "message_retention_period", "delivery_paused")
+MAX_PER_PAGE = 1000
+
+
+def _settings(f: Fields, base: QueueSettings) -> QueueSettings:
+    s = f.object("settings", SETTINGS_KEYS)
+    return QueueSettings(
+        s.integer("delivery_delay", 0, 86_400, base.delivery_delay_s),
+        s.integer("message_retention_period", 60, 1_209_600, base.message_retention_period_s),
+        s.boolean("delivery_paused", base.delivery_paused),
+    )
+
+
+def _queue_name(f: Fields, required: bool) -> str | None:
+    name: str | None = f.string("queue_name") if required else f.string("queue_name", None)
+    if name is not None and not QUEUE_NAME.fullmatch(name):
+        raise invalid(
+            "queue_name must be 1..63 characters of letters, digits, '-' and '_', "
+            "starting with a letter or digit",
+            "/queue_name",
+        )
+    return name
+
+
+class QueueRoutes:
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+
+    def add_to(self, router: web.UrlDispatcher) -> None:
+        base = "/accounts/{account_id}/queues"
+        q = base + "/{queue_id}"
+        router.add_post(base, self.create)
+        router.add_get(base, self.list)
+        router.add_get(q, self.get)
+        router.add_put(q, self.update)
+        router.add_patch(q, self.edit)
+        router.add_delete(q, self.delete)
+        router.add_get(q + "/metrics", self.metrics)
+        router.add_post(q + "/purge", self.purge)
+        router.add_get(q + "/purge", self.purge_status)
+        router.add_post(q + "/consumers", self.create_consumer)
+        router.add_get(q + "/consumers", self.list_consumers)
+        router.add_get(q + "/consumers/{consumer_id}", self.get_consumer)
+        router.add_put(q + "/consumers/{consumer_id}", self.update_consumer)
+        router.add_delete(q + "/consumers/{consumer_id}", self.delete_consumer)
+
+    # ---------------------------------------------------------------- queues
+
+    async def create(self, request: web.Request) -> web.Response:
+        account = self.ctx.account(request)
+        f = Fields(await json_object(request), known=("queue_name", "settings", "jurisdiction"))
+        name = _queue_name(f, required=True)
+        assert name is not None
+        settings = _settings(f, QueueSettings())
+        if self.ctx.store.queue(name, account) is not None:
+            raise ApiError(409, QUEUE_EXISTS, f"A queue named {name} already exists")
+        q = await self.ctx.store.ensure_queue(name, account, settings, self.ctx.clock())
+        return ok(self.ctx.queue_json(q))
+
+    async def list(self, request: web.Request) -> web.Response:
+        account = self.ctx.account(request)
+        names = request.query.getall("name", [])
+        page = _query_int(request, "page", 1, 1, 1_000_000)
+        per_page = _query_int(request, "per_page", 100, 1, MAX_PER_PAGE)
+        queues = [
+            q
+            for q in self.ctx.store.queues()
+            if q.account == account and (not names or q.name in names)
+        ]
+        chunk = queues[(page - 1) * per_page : page * per_page]
+        info = {
+            "page": page,
+            "per_page": per_page,
+            "count": len(chunk),
+            "total_count": len(queues),
+            "total_pages": max(1, -(-len(queues) // per_page)),
+        }
+        return ok([self.ctx.queue_json(q) for q in chunk], result_info=info)
+
+    async def get(self, request: web.Request) -> web.Response:
+        return ok(self.ctx.queue_json(self.ctx.queue(request)))
+
+    async def update(self, request: web.Request) -> web.Response:
+        """PUT: the settings are replaced as a whole; absent ones go back to defaults."""
+        return await self._change(request, full=True)
+
+    async def edit(self, request: web.Request) -> web.Response:
+        return await self._change(request, full=False)
+
+    async def _change(self, request: web.Request, full: bool) -> web.Response:
+        q = self.ctx.queue(request)
+        f = Fields(await json_object(request), known=("queue_name", "settings", "jurisdiction"))
+        name = _queue_name(f, required=False)
+        settings = _settings(f, QueueSettings() if full else q.settings)
+        if name is not None and name != q.name:
+            self._not_bound(q, "renamed")
+            if self.ctx.store.queue(name, q.account) is not None:
+                raise ApiError(409, QUEUE_EXISTS, f"A queue named {name} already exists")
+        q = await self.ctx.store.update_queue(q, settings, self.ctx.clock(), name)
+        return ok(self.ctx.queue_json(q))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        self._not_bound(q, "deleted")
+        await self.ctx.store.delete_queue(q)
+        return ok(None)
+
+    def _not_bound(self, q: QueueRecord, verb: str) -> None:
+        workers = self.ctx.bound_by(q)
+        if workers:
+            raise ApiError(
+                409,
+                QUEUE_IN_USE,
+                f"queue {q.name} cannot be {verb}: worker(s) {', '.join(workers)} use it in "
+                "ocd's config file; remove it there and reload first",
+            )
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        b = await self.ctx.store.backlog(q)
+        return ok(
+            {
+                "backlog_count": b.count,
+                "backlog_bytes": b.bytes,
+                "oldest_message_timestamp_ms": b.oldest_ms,
+            }
+        )
+
+    async def purge(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        f = Fields(
+            await json_object(request, optional=True), known=("delete_messages_permanently",)
+        )
+        if f.boolean("delete_messages_permanently", False) is not True:
+            raise invalid(
+                "purging deletes every message of the queue; send "
+                '{"delete_messages_permanently": true} to confirm',
+                "/delete_messages_permanently",
+            )
+        await self.ctx.store.purge(q, self.ctx.clock())
+        current = self.ctx.store.queue(q.name, q.account) or q
+        return ok(self.ctx.queue_json(current))
+
+    async def purge_status(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        # A purge completes inside its request, so the last one is always complete.
+        return ok(
+            {
+                "started_at": iso(q.purged_ms),
+                "completed": "true" if q.purged_ms is not None else "false",
+            }
+        )
+
+    # ---------------------------------------------------------------- consumers
+
+    async def list_consumers(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        c = self.ctx.consumer_json(q)
+        return ok([] if c is None else [c])
+
+    def _consumer(self, request: web.Request) -> tuple[QueueRecord, dict[str, Any]]:
+        q = self.ctx.queue(request)
+        c = self.ctx.consumer_json(q)
+        if c is None or c["consumer_id"] != request.match_info["consumer_id"]:
+            raise ApiError(404, CONSUMER_NOT_FOUND, "Consumer not found")
+        return q, c
+
+    async def get_consumer(self, request: web.Request) -> web.Response:
+        return ok(self._consumer(request)[1])
+
+    async def create_consumer(self, request: web.Request) -> web.Response:
+        q = self.ctx.queue(request)
+        if self.ctx.consumer_json(q) is not None:
+            raise ApiError(
+                409,
+                CONSUMER_EXISTS,
+                f"queue {q.name} already has a consumer; a queue has one consumer at a time",
+            )
+        return ok(await self._put_consumer(request, q, None))
+
+    async def update_consumer(self, request: web.Request) -> web.Response:
+        """PUT updates the pull consumer, or creates it ("updates or creates")."""
+        q = self.ctx.queue(request)
+        existing = self.ctx.consumer_json(q)
+        if existing is not None and existing["consumer_id"] != request.match_info["consumer_id"]:
+            raise ApiError(404, CONSUMER_NOT_FOUND, "Consumer not found")
+        return ok(await self._put_consumer(request, q, existing))
+
+    async def _put_consumer(
+        self, request: web.Request, q: QueueRecord, existing: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        f = Fields(
+            await json_object(request),
+            known=("type", "dead_letter_queue", "settings", "script_name", "environment_name"),
+        )
+        kind = f.string("type", "http_pull")
+        if kind == "worker" or (existing is not None and existing["type"] == "worker"):
+            raise invalid(
+                "worker consumers are configured in ocd's config file "
+                "([[workers.queues.consumers]]), not over the API",
+                "/type",
+            )
+        if kind != "http_pull":
+            raise invalid('type must be "http_pull"', "/type")
+        s = f.object(
+            "settings", ("batch_size", "max_retries", "visibility_timeout_ms", "retry_delay")
+        )
+        dlq = f.string("dead_letter_queue", None) or None
+        if dlq is not None:
+            if not QUEUE_NAME.fullmatch(dlq):
+                raise invalid("dead_letter_queue is not a valid queue name", "/dead_letter_queue")
+            if dlq == q.name:
+                raise invalid(
+                    f'dead letter queue for queue "{q.name}" cannot be itself',
+                    "/dead_letter_queue",
+                )
+        consumer = PullConsumer(
+            q.key,
+            secrets.token_hex(16),
+            self.ctx.clock(),
+            dlq,
+            s.integer("batch_size", 1, 100, 10),
+            s.integer("max_retries", 0, 100, 3),
+            s.integer("visibility_timeout_ms", 1, 43_200_000, 30_000),
+            s.integer("retry_delay", 0, 86_400, 0),
+        )
+        if dlq is not None:  # like Cloudflare, a missing dead-letter queue is created
+            await self.ctx.store.ensure_queue(dlq, q.account, None, self.ctx.clock())
+        stored = await self.ctx.store.put_pull_consumer(q, consumer)
+        return pull_consumer_json(q, stored)
+
+    async def delete_consumer(self, request: web.Request) -> web.Response:
+        q, c = self._consumer(request)
+        if c["type"] == "worker":
+            raise ApiError(
+                409,
+                QUEUE_IN_USE,
+                f"the consumer of {q.name} is worker {c['script_name']} in ocd's config file; "
+                "remove it there",
+            )
+        await self.ctx.store.delete_pull_consumer(q)
+        return ok(None)
+
+
+def _query_int(request: web.Request, key: str, default: int, lo: int, hi: int) -> int:
+    raw = request.query.get(key)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not lo <= int(raw) <= hi:
+        raise invalid(f"query parameter {key} must be an integer {lo}..{hi}")
+    return int(raw)

@@ -1,0 +1,191 @@
+"""HTTP pull consumers: leases, pulls, acks and retries (reference 4.5).
+
+A lease id (and a peek ``ref``) is ``<payload>.<mac>``: the payload names the account, the
+queue, the message's seq and id, and the attempt it was delivered as; the mac is an
+HMAC-SHA256 of it under a key kept in the database, so lease ids survive restarts, cannot
+be forged or moved to another queue or account, and are checked in constant time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ocd.clock import Clock, wall_ms
+from ocd.decide import exhausted
+from ocd.store import Backlog, DeadLetter, Delivery, LeaseKind, PullConsumer, QueueRecord, Store
+
+LEASE_SECRET = "lease-signing-key"
+MAX_WAIT_MS = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    seq: int
+    id: str
+    attempts: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Signer:
+    """Issues and checks lease ids and peek refs for one queue of one account."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self._key, payload, hashlib.sha256).digest()
+
+    def issue(self, kind: str, queue: QueueRecord, seq: int, mid: str, attempts: int) -> str:
+        payload = f"{kind}|{queue.account}|{queue.queue_id}|{seq}|{mid}|{attempts}".encode()
+        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
+
+    def check(self, kind: str, queue: QueueRecord, token: object) -> Token | None:
+        """The message a token names, or None if it is malformed, forged or not for
+        this kind, account and queue."""
+        if not isinstance(token, str) or token.count(".") != 1 or len(token) > 512:
+            return None
+        head, mac = token.split(".")
+        try:
+            payload, given = _unb64(head), _unb64(mac)
+        except (ValueError, TypeError):
+            return None
+        if not hmac.compare_digest(self._mac(payload), given):
+            return None
+        try:
+            k, account, qid, seq, mid, attempts = payload.decode().split("|")
+            if (k, account, qid) != (kind, queue.account, queue.queue_id):
+                return None
+            return Token(int(seq), mid, int(attempts))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Pulled:
+    deliveries: list[Delivery]
+    refused: list[Delivery]  # v8 messages, handed back untouched
+    exhausted: list[str]
+    backlog: Backlog
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    acked: int
+    retried: int
+    warnings: dict[str, str]
+
+
+class PullService:
+    def __init__(self, store: Store, signer: Signer, clock: Clock = wall_ms) -> None:
+        self.store = store
+        self.signer = signer
+        self.clock = clock
+
+    @classmethod
+    async def open(cls, store: Store, clock: Clock = wall_ms) -> PullService:
+        return cls(store, Signer(await store.secret(LEASE_SECRET)), clock)
+
+    def _dead_letter(self, queue: QueueRecord, consumer: PullConsumer) -> DeadLetter:
+        dlq = consumer.dead_letter_queue
+        return DeadLetter(self.store.queue(dlq, queue.account) if dlq else None)
+
+    async def pull(
+        self,
+        queue: QueueRecord,
+        consumer: PullConsumer,
+        batch_size: int,
+        visibility_ms: int,
+        wait_ms: int = 0,
+    ) -> Pulled:
+        """Lease up to ``batch_size`` ready messages; with ``wait_ms``, hold until some
+        arrive (woken by commits) or the wait ends."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_ms / 1000
+        while True:
+            woken = self.store.watch(queue)
+            now = self.clock()
+            claimed = await self.store.claim(
+                queue,
+                batch_size,
+                now,
+                now + visibility_ms,
+                consumer.max_retries + 1,
+                self._dead_letter(queue, consumer),
+                LeaseKind.PULL,
+            )
+            good = [d for d in claimed.deliveries if d.content_type != "v8"]
+            refused = [d for d in claimed.deliveries if d.content_type == "v8"]
+            if refused:
+                await self.store.release(queue, [d.seq for d in refused], now, LeaseKind.PULL)
+            left = deadline - loop.time()
+            if good or refused or left <= 0:
+                backlog = await self.store.backlog(queue)
+                return Pulled(good, refused, claimed.exhausted, backlog)
+            try:
+                await asyncio.wait_for(woken.wait(), left)
+            except TimeoutError:
+                pass
+
+    def lease_id(self, queue: QueueRecord, d: Delivery) -> str:
+        return self.signer.issue("lease", queue, d.seq, d.id, d.attempts)
+
+    def ref(self, queue: QueueRecord, d: Delivery) -> str:
+        return self.signer.issue("ref", queue, d.seq, d.id, d.attempts)
+
+    async def ack(
+        self,
+        queue: QueueRecord,
+        consumer: PullConsumer,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int | None]],
+    ) -> AckResult:
+        warnings: dict[str, str] = {}
+        ack_seqs: list[int] = []
+        for lease in acks:
+            token = self.signer.check("lease", queue, lease)
+            if token is None:
+                warnings[str(lease)] = "invalid lease id: not issued for this queue"
+            else:
+                ack_seqs.append(token.seq)
+        now = self.clock()
+        retry_rows: list[tuple[int, int]] = []
+        dead: list[int] = []
+        for lease, delay_s in retries:
+            token = self.signer.check("lease", queue, lease)
+            if token is None:
+                warnings[str(lease)] = "invalid lease id: not issued for this queue"
+            elif exhausted(token.attempts, consumer.max_retries):
+                dead.append(token.seq)
+            else:
+                delay = consumer.retry_delay_s if delay_s is None else delay_s
+                retry_rows.append((token.seq, now + delay * 1000))
+        settled = await self.store.settle(
+            queue, ack_seqs, retry_rows, dead, self._dead_letter(queue, consumer), now
+        )
+        return AckResult(
+            settled.acked, settled.retried + settled.dead_lettered + settled.deleted, warnings
+        )
+
+    async def purge_refs(self, queue: QueueRecord, refs: Sequence[str]) -> dict[str, str]:
+        warnings: dict[str, str] = {}
+        seqs: list[int] = []
+        for ref in refs:
+            token = self.signer.check("ref", queue, ref)
+            if token is None:
+                warnings[str(ref)] = "invalid ref: not issued for this queue"
+            else:
+                seqs.append(token.seq)
+        await self.store.delete_messages(queue, seqs)
+        return warnings

@@ -26,6 +26,7 @@ from ocd.dispatch import ConsumerPolicy, Dispatcher
 from ocd.errors import OcdError
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import LoadedWorker, load_worker
+from ocd.notify import Notifier
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.store import QueueSettings, SqliteStore, Store
@@ -33,6 +34,7 @@ from ocd.store import QueueSettings, SqliteStore, Store
 log = logging.getLogger(__name__)
 
 RETENTION_SWEEP_S = 5.0
+STATUS_EVERY_S = 10.0
 
 
 class StartupError(OcdError):
@@ -60,6 +62,8 @@ class Daemon:
     failure: BaseException | None = None
     retention_sweep_s: float = RETENTION_SWEEP_S
     stopped: bool = False
+    notifier: Notifier = field(default_factory=Notifier)
+    state: str = "starting"  # starting -> ready -> (reloading -> ready) -> draining
 
     def __post_init__(self) -> None:
         server = self.config.server
@@ -84,6 +88,10 @@ class Daemon:
             await self.store.close()
             raise
         self._log_summary()
+        self.state = "ready"
+        self.notifier.ready(self.status_line())
+        self._supervise("ocd-watchdog", self.notifier.watchdog())
+        self._supervise("ocd-status", self._status_loop())
 
     async def _ensure_queues(self) -> None:
         now = self.clock()
@@ -144,6 +152,7 @@ class Daemon:
         api = ApiContext.from_config(self.config, self.store, self.producer, pull, self.clock)
         app = web.Application()
         app.router.add_get("/__ocd/healthz", _healthz)
+        app.router.add_get("/__ocd/readyz", self._readyz)
         app.add_subapp(PREFIX, build_api(api))
         app.router.add_route("*", "/{tail:.*}", self.router.handle)
         self._runner = web.AppRunner(
@@ -219,6 +228,19 @@ class Daemon:
                 )
             await asyncio.sleep(self.retention_sweep_s)
 
+    def status_line(self) -> str:
+        queues = self.store.queues()
+        counts = [self.store.backlog_count(q) for q in queues]
+        return (
+            f"{len(self.workers)} worker(s), {len(queues)} queue(s), "
+            f"{sum(counts)} message(s) in backlog"
+        )
+
+    async def _status_loop(self) -> None:
+        while True:
+            await asyncio.sleep(STATUS_EVERY_S)
+            self.notifier.status(self.status_line())
+
     async def wait_failed(self) -> None:
         await self._failed.wait()
 
@@ -228,6 +250,8 @@ class Daemon:
         if self.stopped:
             return
         self.stopped = True
+        self.state = "draining"
+        self.notifier.stopping()
         timeout = self.config.server.shutdown_timeout_s if timeout_s is None else timeout_s
         started = time.monotonic()
         log.info("shutting down: draining up to %.0f s", timeout, extra={"event": "stopping"})
@@ -251,10 +275,18 @@ class Daemon:
             self._runner = None
         await self._stop_background()
         await self.store.close()
+        self.notifier.close()
         log.info(
             "stopped (%d batch(es) were in flight at shutdown)",
             inflight,
             extra={"event": "stopped", "inflight": inflight},
+        )
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        """Ready: database open, workers loaded; 503 while starting, reloading or draining."""
+        ready = self.state == "ready"
+        return web.json_response(
+            {"ready": ready, "state": self.state}, status=200 if ready else 503
         )
 
     def force(self) -> None:
@@ -278,4 +310,5 @@ def _bound_port(site: web.TCPSite) -> int | None:
 
 
 async def _healthz(request: web.Request) -> web.Response:
+    """The process is alive and its event loop answers."""
     return web.json_response({"ok": True})

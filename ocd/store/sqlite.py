@@ -668,6 +668,9 @@ class SqliteStore:
         result: int = await self._submit(_Call(delete))
         return result
 
+    def backlog_count(self, queue: QueueRecord) -> int:
+        return self._counts.get(queue.key, [0])[0]
+
     async def backlog(self, queue: QueueRecord) -> Backlog:
         count, size = self._counts.get(queue.key, (0, 0))
         if count <= 0:

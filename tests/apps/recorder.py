@@ -13,6 +13,7 @@ import datetime as dt
 import decimal
 import json
 import os
+import time
 import uuid
 from urllib.parse import urlparse
 
@@ -75,6 +76,9 @@ class Default(WorkerEntrypoint):
     async def fetch(self, request):
         path = urlparse(request.url).path
         spec = await request.json() if request.method == "POST" else {}
+        if path == "/freeze":  # block the whole event loop, as a buggy worker would
+            time.sleep(spec["seconds"])
+            return Response("thawed")
         queue = getattr(self.env, spec.get("binding", "QUEUE"))
         try:
             if path == "/send":

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 import runtime
 from ocd.api.app import PREFIX, build_api
@@ -26,6 +27,7 @@ from ocd.dispatch import ConsumerPolicy, Dispatcher
 from ocd.errors import OcdError
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import LoadedWorker, load_worker
+from ocd.metrics import Metrics
 from ocd.notify import Notifier
 from ocd.producer import Producer
 from ocd.pull import PullService
@@ -63,12 +65,15 @@ class Daemon:
     retention_sweep_s: float = RETENTION_SWEEP_S
     stopped: bool = False
     notifier: Notifier = field(default_factory=Notifier)
+    metrics: Metrics = field(default_factory=Metrics)
     state: str = "starting"  # starting -> ready -> (reloading -> ready) -> draining
 
     def __post_init__(self) -> None:
         server = self.config.server
-        self.store = SqliteStore(server.data_dir, server.durability)
-        self.producer = Producer(self.store, self.clock)
+        store = SqliteStore(server.data_dir, server.durability)
+        store.on_commit = self.metrics.group_commit.observe
+        self.store = store
+        self.producer = Producer(self.store, self.clock, self.metrics)
 
     # ---------------------------------------------------------------- start
 
@@ -136,7 +141,7 @@ class Daemon:
                 ) -> Any:
                     return await handler(batch, env, ctx)
 
-                d = Dispatcher(self.store, w.config.name, policy, call, self.clock)
+                d = Dispatcher(self.store, w.config.name, policy, call, self.clock, self.metrics)
                 self.dispatchers.append(d)
                 self._supervise(f"ocd-dispatch-{w.config.name}-{c.queue}", d.run())
 
@@ -153,6 +158,7 @@ class Daemon:
         app = web.Application()
         app.router.add_get("/__ocd/healthz", _healthz)
         app.router.add_get("/__ocd/readyz", self._readyz)
+        app.router.add_get("/__ocd/metrics", self._metrics)
         app.add_subapp(PREFIX, build_api(api))
         app.router.add_route("*", "/{tail:.*}", self.router.handle)
         self._runner = web.AppRunner(
@@ -219,7 +225,8 @@ class Daemon:
 
     async def _retention_loop(self) -> None:
         while True:
-            for queue, n in (await self.store.expire(self.clock())).items():
+            for (account, queue), n in (await self.store.expire(self.clock())).items():
+                self.metrics.expired.labels(account, queue).inc(n)
                 log.info(
                     "queue %s: %d message(s) expired (retention period)",
                     queue,
@@ -288,6 +295,10 @@ class Daemon:
         return web.json_response(
             {"ready": ready, "state": self.state}, status=200 if ready else 503
         )
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = await self.metrics.render(self.store, self.clock())
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     def force(self) -> None:
         """Stop waiting for in-flight batches: hand them back now."""

@@ -22,6 +22,7 @@ from typing import Any
 from ocd import codec
 from ocd.clock import Clock, wall_ms
 from ocd.decide import decide, exhausted
+from ocd.metrics import Metrics
 from ocd.producer import metrics_dict
 from ocd.store import DeadLetter, Delivery, QueueRecord, Store
 from runtime import BatchMarks, ExecutionContext, Message, MessageBatch
@@ -56,7 +57,9 @@ class Dispatcher:
         policy: ConsumerPolicy,
         call: QueueCall,
         clock: Clock = wall_ms,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.store = store
         self.worker = worker
         self.policy = policy
@@ -124,6 +127,8 @@ class Dispatcher:
         )
         for mid in claimed.exhausted:
             self._log_dead(q, mid, p.max_retries + 1)
+        if claimed.exhausted and self.metrics is not None:
+            self.metrics.dead_lettered.labels(q.account, q.name).inc(len(claimed.exhausted))
         if not claimed.deliveries:
             return
         task = asyncio.create_task(
@@ -193,7 +198,10 @@ class Dispatcher:
         )
         for d in dead:
             self._log_dead(q, d.id, d.attempts)
-        duration_ms = round((time.monotonic() - started) * 1000, 1)
+        duration_s = time.monotonic() - started
+        if self.metrics is not None:
+            self._count(q, outcome, settled.acked, settled.retried, len(dead), duration_s)
+        duration_ms = round(duration_s * 1000, 1)
         self.last_outcome = {
             "outcome": outcome,
             "acked": settled.acked,
@@ -222,6 +230,19 @@ class Dispatcher:
                 "duration_ms": duration_ms,
             },
         )
+
+    def _count(
+        self, q: QueueRecord, outcome: str, acked: int, retried: int, dead: int, duration_s: float
+    ) -> None:
+        m = self.metrics
+        assert m is not None
+        labels = (q.account, q.name)
+        m.acked.labels(*labels).inc(acked)
+        m.retried.labels(*labels).inc(retried)
+        m.dead_lettered.labels(*labels).inc(dead)
+        m.batch_duration.labels(self.worker, q.name).observe(duration_s)
+        if outcome != "ok":
+            m.handler_failures.labels(self.worker, q.name, outcome).inc()
 
     async def _invoke(self, batch: MessageBatch, started: float) -> str:
         """Run the handler and its waitUntil tasks; the outcome name, workerd-style."""

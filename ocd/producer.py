@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from ocd import codec
 from ocd.clock import Clock, wall_ms
 from ocd.decide import send_delay
 from ocd.errors import QueueNotFound, QueueSendError
+from ocd.metrics import Metrics
 from ocd.store import Backlog, NewMessage, QueueRecord, Store
 
 MAX_MESSAGE_BYTES = 128_000
@@ -52,9 +54,12 @@ def metrics_dict(b: Backlog) -> dict[str, Any]:
 
 
 class Producer:
-    def __init__(self, store: Store, clock: Clock = wall_ms) -> None:
+    def __init__(
+        self, store: Store, clock: Clock = wall_ms, metrics: Metrics | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.metrics = metrics
 
     async def send(
         self,
@@ -89,7 +94,13 @@ class Producer:
                 f"batch size of {total} bytes exceeds limit of {MAX_BATCH_BYTES}",
                 BATCH_SIZE_OUT_OF_BOUNDS,
             )
-        return await self.store.enqueue(queue, messages)
+        if self.metrics is None:
+            return await self.store.enqueue(queue, messages)
+        started = time.perf_counter()
+        backlog = await self.store.enqueue(queue, messages)
+        self.metrics.send_commit.observe(time.perf_counter() - started)
+        self.metrics.sent.labels(queue.account, queue.name).inc(len(messages))
+        return backlog
 
     def binding(self, name: str, account: str) -> Binding:
         return Binding(self, name, account)

@@ -159,3 +159,10 @@ RETURNING size
 """
 
 OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"
+
+# Per queue: messages not ready now (delayed, retrying later, or leased), and of those the
+# leased ones. Walks only the not-ready part of the index.
+NOT_READY = """
+SELECT count(*), coalesce(sum(lease_kind IS NOT NULL), 0) FROM messages
+WHERE queue = ? AND visible_ms > ?
+"""

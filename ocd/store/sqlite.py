@@ -20,7 +20,7 @@ import logging
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -150,6 +150,7 @@ class SqliteStore:
         self._closing = False
         self.commits = 0
         self.committed_ops = 0
+        self.on_commit: Callable[[int], None] | None = None  # ops per commit, for metrics
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -333,6 +334,8 @@ class SqliteStore:
     def _committed(self, tx: _Tx, ops: list[_Op]) -> None:
         self.commits += 1
         self.committed_ops += len(ops)
+        if self.on_commit is not None:
+            self.on_commit(len(ops))
         for key, (count, size) in tx.delta.items():
             c = self._counts.setdefault(key, [0, 0])
             c[0] += count
@@ -612,8 +615,9 @@ class SqliteStore:
         result: int = await self._submit(_Call(release))
         return result
 
-    async def expire(self, now_ms: int, batch: int = 5000) -> dict[str, int]:
-        expired: dict[str, int] = {}
+    async def expire(self, now_ms: int, batch: int = 5000) -> dict[tuple[str, str], int]:
+        """Delete messages past their queue's retention; (account, queue) -> count."""
+        expired: dict[tuple[str, str], int] = {}
         for queue in self.queues():
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
 
@@ -630,9 +634,7 @@ class SqliteStore:
                 if n < batch:
                     break
             if total:
-                expired[
-                    queue.name if queue.account == "local" else f"{queue.account}/{queue.name}"
-                ] = total
+                expired[(queue.account, queue.name)] = total
         return expired
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> int:
@@ -667,6 +669,18 @@ class SqliteStore:
 
         result: int = await self._submit(_Call(delete))
         return result
+
+    async def queue_stats(self, now_ms: int) -> dict[int, tuple[int, int]]:
+        """Queue key -> (messages not ready now, of which leased)."""
+        assert self._r is not None
+        out: dict[int, tuple[int, int]] = {}
+        try:
+            for q in self.queues():
+                not_ready, leased = await _one(self._r, sql.NOT_READY, (q.key, now_ms))
+                out[q.key] = (not_ready, leased)
+        except sqlite3.Error as e:
+            raise StoreError(f"reading {self.path} failed: {e}") from e
+        return out
 
     def backlog_count(self, queue: QueueRecord) -> int:
         return self._counts.get(queue.key, [0])[0]

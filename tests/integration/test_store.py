@@ -111,7 +111,7 @@ async def test_expire_deletes_past_retention_only(store):
     await store.enqueue(q, msgs(3, at=T0))
     await store.enqueue(q, msgs(2, at=T0 + 30_000, prefix="n"))
     assert await store.expire(T0 + 59_999) == {}
-    assert await store.expire(T0 + 60_001) == {"jobs": 3}
+    assert await store.expire(T0 + 60_001) == {("local", "jobs"): 3}
     b = await store.backlog(q)
     assert (b.count, b.oldest_ms) == (2, T0 + 30_000)
 

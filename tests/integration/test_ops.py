@@ -1,0 +1,68 @@
+"""Operator endpoints: Prometheus metrics (parsed with the official client), health, ready."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import eventually
+
+CONSUMER = """
+[[workers.queues.consumers]]
+queue = "jobs"
+max_batch_timeout = 0
+max_retries = 0
+"""
+
+
+async def scrape(d) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    async with d.session.get(d.base + "/__ocd/metrics") as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = await r.text()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def value(samples, name, **labels):
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_metrics_count_what_happened(start_daemon):
+    d = await start_daemon(consumers=CONSUMER)
+    await d.post("/send-batch", {"messages": [{"body": {"n": i}} for i in range(3)]})
+    await d.send({"fail": True})
+    await d.send({"n": "later"}, delaySeconds=3600)
+    jobs = {"account": "local", "queue": "jobs"}
+
+    async def settled():
+        s = await scrape(d)
+        done = value(s, "ocd_messages_acked_total", **jobs) == 3
+        return done and value(s, "ocd_messages_dead_lettered_total", **jobs) == 1 and s
+
+    s = await eventually(settled)
+    assert value(s, "ocd_messages_sent_total", **jobs) == 5
+    assert value(s, "ocd_queue_backlog_messages", **jobs) == 1  # the delayed one
+    assert value(s, "ocd_queue_delayed_messages", **jobs) == 1
+    assert value(s, "ocd_queue_inflight_messages", **jobs) == 0
+    assert value(s, "ocd_queue_oldest_message_age_seconds", **jobs) >= 0
+    assert (
+        value(s, "ocd_handler_failures_total", worker="app", queue="jobs", outcome="exception") == 1
+    )
+    assert value(s, "ocd_batch_duration_seconds_count", worker="app", queue="jobs") >= 2
+    assert value(s, "ocd_send_commit_seconds_count") == 3  # one sendBatch + two sends
+    assert value(s, "ocd_group_commit_operations_count") > 0
+    assert value(s, "process_resident_memory_bytes") > 0
+
+
+async def test_health_and_ready(start_daemon):
+    d = await start_daemon()
+    async with d.session.get(d.base + "/__ocd/healthz") as r:
+        assert r.status == 200 and (await r.json())["ok"] is True
+    async with d.session.get(d.base + "/__ocd/readyz") as r:
+        assert r.status == 200 and (await r.json())["state"] == "ready"
+    d.daemon.state = "draining"  # what shutdown sets before it stops the listener
+    async with d.session.get(d.base + "/__ocd/readyz") as r:
+        assert r.status == 503

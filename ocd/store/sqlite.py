@@ -188,6 +188,7 @@ class SqliteStore:
                 "PRAGMA temp_store=MEMORY",
             ):
                 await self._w.execute(pragma)
+            await self._check_integrity(self._w)
             await self._migrate(self._w)
             await self._load(self._w)
             await self._recover(self._w, now_ms)
@@ -195,7 +196,19 @@ class SqliteStore:
             await self._r.execute("PRAGMA busy_timeout=5000")
             await self._r.execute("PRAGMA query_only=1")
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"cannot open {self.path}: {e}") from e
+            raise StoreError(
+                f"cannot open {self.path}: {e}. If the file is damaged, move it aside and "
+                "restore a backup (ocd restore)"
+            ) from e
+
+    async def _check_integrity(self, conn: aiosqlite.Connection) -> None:
+        (result,) = await _one(conn, "PRAGMA quick_check")
+        if result != "ok":
+            raise SchemaError(
+                f"{self.path} is damaged (integrity check: {result}). ocd will not run on it, "
+                "so that nothing more is lost: move it aside and restore a backup "
+                "(ocd restore), or salvage it with: sqlite3 scheduler.sqlite .recover"
+            )
 
     async def _migrate(self, conn: aiosqlite.Connection) -> None:
         (app_id,) = await _one(conn, "PRAGMA application_id")

@@ -1,0 +1,104 @@
+"""Backups of ``scheduler.sqlite``: a consistent copy of a live database (SQLite's online
+backup API, no stop needed), and putting one back while ocd is stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+from pathlib import Path
+
+from ocd.errors import SchemaError, StoreError, StoreLockedError
+from ocd.store import sql
+from ocd.store.sqlite import DB_NAME
+
+
+def backup(data_dir: Path, dest: Path) -> int:
+    """Copy the database in ``data_dir`` to ``dest`` (a new file); returns its size.
+
+    Works beside a running daemon: the copy is one read transaction, so it holds exactly
+    the messages committed when it began.
+    """
+    src_path = data_dir / DB_NAME
+    if not src_path.is_file():
+        raise StoreError(f"no database at {src_path}")
+    if dest.exists():
+        raise StoreError(f"{dest} exists; refusing to overwrite it")
+    tmp = dest.with_name(dest.name + ".partial")
+    try:
+        src = sqlite3.connect(f"file:{src_path}?mode=ro", uri=True, timeout=30)
+        try:
+            out = sqlite3.connect(tmp)
+            try:
+                src.backup(out)  # all pages in one step: one consistent snapshot
+                out.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                out.close()
+        finally:
+            src.close()
+        _check(tmp)
+        os.replace(tmp, dest)
+    except sqlite3.Error as e:
+        raise StoreError(f"backup of {src_path} failed: {e}") from e
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return dest.stat().st_size
+
+
+def restore(src: Path, data_dir: Path) -> None:
+    """Put the backup ``src`` in place as ``data_dir``'s database. ocd must be stopped:
+    the data directory's lock is taken for the duration."""
+    if not src.is_file():
+        raise StoreError(f"no backup at {src}")
+    try:
+        _check(src)
+    except sqlite3.Error as e:
+        raise SchemaError(f"{src} is not a usable ocd backup: {e}") from e
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / (DB_NAME + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreLockedError(
+                f"ocd is running on {data_dir}; stop it before restoring"
+            ) from None
+        target = data_dir / DB_NAME
+        tmp = data_dir / (DB_NAME + ".restoring")
+        try:
+            con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+            out = sqlite3.connect(tmp)
+            try:
+                con.backup(out)
+            finally:
+                out.close()
+                con.close()
+        except sqlite3.Error as e:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise StoreError(f"restore from {src} failed: {e}") from e
+        # The old database's WAL belongs to it, not to the restored file.
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                (data_dir / (DB_NAME + suffix)).unlink()
+        os.replace(tmp, target)
+    finally:
+        os.close(fd)
+
+
+def _check(path: Path) -> None:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        (app_id,) = con.execute("PRAGMA application_id").fetchone()
+        (version,) = con.execute("PRAGMA user_version").fetchone()
+        (ok,) = con.execute("PRAGMA quick_check").fetchone()
+    finally:
+        con.close()
+    if app_id != sql.APPLICATION_ID:
+        raise SchemaError(f"{path} is not an ocd database")
+    if version > len(sql.MIGRATIONS):
+        raise SchemaError(f"{path} has schema version {version}, newer than this ocd")
+    if ok != "ok":
+        raise SchemaError(f"{path} failed its integrity check: {ok}")

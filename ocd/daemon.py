@@ -19,14 +19,15 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 import runtime
+from ocd import loader
 from ocd.api.app import PREFIX, build_api
 from ocd.api.context import ApiContext
 from ocd.clock import Clock, wall_ms
-from ocd.config import Config, WorkerConfig
-from ocd.dispatch import ConsumerPolicy, Dispatcher
-from ocd.errors import OcdError
+from ocd.config import Config, WorkerConfig, load_config
+from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
+from ocd.errors import ConfigError, OcdError, WorkerLoadErrors
 from ocd.http.workers import WorkerRoute, WorkerRouter
-from ocd.loader import LoadedWorker, load_worker
+from ocd.loader import Handler, LoadedWorker
 from ocd.metrics import Metrics
 from ocd.notify import Notifier
 from ocd.producer import Producer
@@ -43,9 +44,9 @@ class StartupError(OcdError):
     """The daemon could not start: port taken, database unwritable, ..."""
 
 
-def load_workers(config: Config) -> list[LoadedWorker]:
-    """Import every worker module; raises WorkerLoadError for the first that fails."""
-    return [load_worker(w) for w in config.workers]
+def load_workers(config: Config, fresh: bool = False) -> list[LoadedWorker]:
+    """Import every worker module; raises WorkerLoadErrors listing every one that fails."""
+    return loader.load_workers(config.workers, fresh)
 
 
 @dataclass
@@ -55,7 +56,8 @@ class Daemon:
     clock: Clock = wall_ms
     store: Store = field(init=False)
     producer: Producer = field(init=False)
-    dispatchers: list[Dispatcher] = field(default_factory=list)
+    dispatchers: dict[tuple[str, str], Dispatcher] = field(default_factory=dict)
+    api: ApiContext | None = None
     router: WorkerRouter | None = None
     port: int = 0
     _runner: web.AppRunner | None = None
@@ -67,6 +69,7 @@ class Daemon:
     notifier: Notifier = field(default_factory=Notifier)
     metrics: Metrics = field(default_factory=Metrics)
     state: str = "starting"  # starting -> ready -> (reloading -> ready) -> draining
+    _retiring: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         server = self.config.server
@@ -85,7 +88,8 @@ class Daemon:
         try:
             await self._ensure_queues()
             envs = {w.config.name: self._env(w.config) for w in self.workers}
-            self._start_dispatchers(envs)
+            for key, (worker, policy, call) in self._consumer_plan(self.workers, envs).items():
+                self._start_dispatcher(key, worker, policy, call)
             self._supervise("ocd-retention", self._retention_loop())
             await self._start_http(envs)
         except BaseException:
@@ -114,12 +118,14 @@ class Daemon:
             values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
         return runtime.Env(values)
 
-    def _start_dispatchers(self, envs: dict[str, runtime.Env]) -> None:
-        for w in self.workers:
+    def _consumer_plan(
+        self, workers: list[LoadedWorker], envs: dict[str, runtime.Env]
+    ) -> dict[tuple[str, str], tuple[str, ConsumerPolicy, QueueCall]]:
+        """(account, queue) -> the worker, settings and handler call that consume it."""
+        plan: dict[tuple[str, str], tuple[str, ConsumerPolicy, QueueCall]] = {}
+        for w in workers:
             if w.queue is None:
                 continue
-            handler = w.queue
-            env = envs[w.config.name]
             for c in w.config.consumers:
                 policy = ConsumerPolicy(
                     queue=c.queue,
@@ -132,29 +138,25 @@ class Daemon:
                     retry_delay_s=c.retry_delay_s,
                     handler_timeout_s=w.config.handler_timeout_s,
                 )
+                plan[(w.config.account, c.queue)] = (
+                    w.config.name,
+                    policy,
+                    _bind_call(w.queue, envs[w.config.name]),
+                )
+        return plan
 
-                async def call(
-                    batch: runtime.MessageBatch,
-                    ctx: runtime.ExecutionContext,
-                    handler: Any = handler,
-                    env: runtime.Env = env,
-                ) -> Any:
-                    return await handler(batch, env, ctx)
-
-                d = Dispatcher(self.store, w.config.name, policy, call, self.clock, self.metrics)
-                self.dispatchers.append(d)
-                self._supervise(f"ocd-dispatch-{w.config.name}-{c.queue}", d.run())
+    def _start_dispatcher(
+        self, key: tuple[str, str], worker: str, policy: ConsumerPolicy, call: QueueCall
+    ) -> None:
+        d = Dispatcher(self.store, worker, policy, call, self.clock, self.metrics)
+        self.dispatchers[key] = d
+        self._supervise(_dispatch_task(key), d.run())
 
     async def _start_http(self, envs: dict[str, runtime.Env]) -> None:
-        routes = [
-            WorkerRoute(w.config.name, prefix, w.fetch, envs[w.config.name])
-            for w in self.workers
-            if w.fetch is not None
-            for prefix in w.config.routes
-        ]
-        self.router = WorkerRouter(routes)
+        self.router = WorkerRouter(self._routes(envs))
         pull = await PullService.open(self.store, self.clock)
         api = ApiContext.from_config(self.config, self.store, self.producer, pull, self.clock)
+        self.api = api
         app = web.Application()
         app.router.add_get("/__ocd/healthz", _healthz)
         app.router.add_get("/__ocd/readyz", self._readyz)
@@ -177,6 +179,14 @@ class Daemon:
             self._runner = None
             raise StartupError(f"cannot listen on {server.listen}: {e.strerror or e}") from e
         self.port = _bound_port(site) or server.port
+
+    def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
+        return [
+            WorkerRoute(w.config.name, prefix, w.fetch, envs[w.config.name])
+            for w in self.workers
+            if w.fetch is not None
+            for prefix in w.config.routes
+        ]
 
     def _log_summary(self) -> None:
         cfg = self.config
@@ -265,15 +275,17 @@ class Daemon:
         if self._runner is not None:
             for site in list(self._runner.sites):
                 await site.stop()  # stop accepting new connections
-        for d in self.dispatchers:
+        for d in self.dispatchers.values():
             d.stop_claiming()
         # A dispatcher may be between claiming and starting a batch: let its loop finish
         # so that drain sees every batch.
         loops = [t for n, t in self._tasks.items() if n.startswith("ocd-dispatch-")]
         if loops:
             await asyncio.wait(loops, timeout=5)
-        inflight = sum(d.inflight for d in self.dispatchers)
-        await asyncio.gather(*(d.drain(timeout) for d in self.dispatchers))
+        inflight = sum(d.inflight for d in self.dispatchers.values())
+        await asyncio.gather(*(d.drain(timeout) for d in self.dispatchers.values()))
+        if self._retiring:  # consumers removed by a reload, still finishing their batches
+            await asyncio.wait(set(self._retiring), timeout=timeout)
         if self.router is not None and self.router.background:
             left = max(0.0, timeout - (time.monotonic() - started))
             await asyncio.wait(set(self.router.background), timeout=left)
@@ -289,6 +301,90 @@ class Daemon:
             extra={"event": "stopped", "inflight": inflight},
         )
 
+    # ---------------------------------------------------------------- reload
+
+    async def reload(self) -> bool:
+        """Re-read the config and every worker module and apply what changed. A config that
+        fails validation is rejected whole and the running one stays. Returns whether the
+        new configuration was applied."""
+        if self.state != "ready":
+            log.warning("reload ignored while %s", self.state, extra={"event": "reload_ignored"})
+            return False
+        self.state = "reloading"
+        self.notifier.reloading()
+        try:
+            try:
+                config = load_config(self.config.path)
+                workers = load_workers(config, fresh=True)
+            except (ConfigError, WorkerLoadErrors) as e:
+                log.error(
+                    "reload rejected, the running configuration stays:\n%s",
+                    e,
+                    extra={"event": "reload_rejected"},
+                )
+                return False
+            summary = await self._apply(config, workers)
+            log.info(
+                "reload applied: %s",
+                summary or "nothing changed",
+                extra={"event": "reload_applied", "changes": summary},
+            )
+            return True
+        finally:
+            if not self.stopped:
+                self.state = "ready"
+                self.notifier.ready(self.status_line())
+
+    async def _apply(self, config: Config, workers: list[LoadedWorker]) -> str:
+        old = self.config
+        for setting in ("host", "port", "data_dir", "durability"):
+            if getattr(old.server, setting) != getattr(config.server, setting):
+                log.warning(
+                    "server.%s changed: it takes effect at the next restart",
+                    setting,
+                    extra={"event": "reload_needs_restart", "key": f"server.{setting}"},
+                )
+        self.config = config
+        await self._ensure_queues()
+        envs = {w.config.name: self._env(w.config) for w in workers}
+        plan = self._consumer_plan(workers, envs)
+        changes: list[str] = []
+        for key in self.dispatchers.keys() - plan.keys():
+            d = self.dispatchers.pop(key)
+            d.stop_claiming()
+            task = asyncio.create_task(
+                d.drain(d.policy.handler_timeout_s), name=f"ocd-retire-{key}"
+            )
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+            changes.append(f"consumer of {key[1]} removed")
+        for key, (worker, policy, call) in plan.items():
+            current = self.dispatchers.get(key)
+            if current is None:
+                self._start_dispatcher(key, worker, policy, call)
+                changes.append(f"consumer of {key[1]} added ({worker})")
+            else:
+                if current.policy != policy or current.worker != worker:
+                    changes.append(f"consumer of {key[1]} updated")
+                current.reconfigure(worker, policy, call)
+        before = {w.config.name for w in self.workers}
+        after = {w.config.name for w in workers}
+        changes += [f"worker {n} added" for n in sorted(after - before)]
+        changes += [f"worker {n} removed" for n in sorted(before - after)]
+        changes += [f"worker {n} reloaded" for n in sorted(before & after)]
+        self.workers = workers
+        if self.router is not None:
+            self.router.set_routes(self._routes(envs))
+        if self.api is not None:
+            fresh = ApiContext.from_config(
+                config, self.store, self.producer, self.api.pull, self.clock
+            )
+            self.api.accounts = fresh.accounts
+            self.api.producers = fresh.producers
+            self.api.worker_consumers = fresh.worker_consumers
+            self.api.bound = fresh.bound
+        return "; ".join(changes)
+
     async def _readyz(self, request: web.Request) -> web.Response:
         """Ready: database open, workers loaded; 503 while starting, reloading or draining."""
         ready = self.state == "ready"
@@ -302,7 +398,7 @@ class Daemon:
 
     def force(self) -> None:
         """Stop waiting for in-flight batches: hand them back now."""
-        for d in self.dispatchers:
+        for d in self.dispatchers.values():
             d.abort()
 
     async def _stop_background(self) -> None:
@@ -312,6 +408,17 @@ class Daemon:
             with contextlib.suppress(BaseException):
                 await task
         self._tasks.clear()
+
+
+def _bind_call(handler: Handler, env: runtime.Env) -> QueueCall:
+    async def call(batch: runtime.MessageBatch, ctx: runtime.ExecutionContext) -> Any:
+        return await handler(batch, env, ctx)
+
+    return call
+
+
+def _dispatch_task(key: tuple[str, str]) -> str:
+    return f"ocd-dispatch-{key[0]}/{key[1]}"
 
 
 def _bound_port(site: web.TCPSite) -> int | None:

@@ -343,6 +343,14 @@ class Dispatcher:
         self._stopping = True
         self._changed.set()
 
+    def reconfigure(self, worker: str, policy: ConsumerPolicy, call: QueueCall) -> None:
+        """New settings or handler code: in-flight batches finish as they began; the next
+        batch uses these."""
+        self.worker = worker
+        self.policy = policy
+        self.call = call
+        self._changed.set()
+
     def abort(self) -> None:
         self.stop_claiming()
         self._abort.set()

@@ -3,6 +3,7 @@
     OcdError
     ├── ConfigError            the config (or a wrangler file it names) is wrong; has every Problem
     ├── WorkerLoadError        a worker module is missing, fails to import, or has bad handlers
+    ├── WorkerLoadErrors       every WorkerLoadError of one config
     ├── StoreError             the queue database failed (disk full, I/O error, corrupt file)
     │   ├── StoreLockedError   another ocd owns the data directory
     │   └── SchemaError        the database was written by a newer ocd, or is not an ocd database
@@ -52,6 +53,12 @@ class WorkerLoadError(OcdError):
         self.problem = Problem(file, key_path, message)
         self.detail = detail
         super().__init__(str(self.problem) + (f"\n{detail}" if detail else ""))
+
+
+class WorkerLoadErrors(OcdError):
+    def __init__(self, errors: list[WorkerLoadError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
 
 
 class StoreError(OcdError):

@@ -18,9 +18,11 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import os
 import sys
+import sysconfig
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -28,7 +30,7 @@ from typing import Any
 
 import runtime
 from ocd.config import WorkerConfig
-from ocd.errors import WorkerLoadError
+from ocd.errors import WorkerLoadError, WorkerLoadErrors
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +59,58 @@ def install_workers_alias() -> None:
     sys.modules["workers"] = runtime
 
 
-def load_worker(worker: WorkerConfig) -> LoadedWorker:
+def load_workers(workers: Iterable[WorkerConfig], fresh: bool = False) -> list[LoadedWorker]:
+    """Import every worker; raises WorkerLoadErrors with every failure, not just the first.
+    ``fresh`` re-imports modules loaded before (a reload picks up changed code)."""
+    loaded: list[LoadedWorker] = []
+    failures: list[WorkerLoadError] = []
+    for w in workers:
+        try:
+            loaded.append(load_worker(w, fresh))
+        except WorkerLoadError as e:
+            failures.append(e)
+    if failures:
+        raise WorkerLoadErrors(failures)
+    return loaded
+
+
+def _forget(worker: WorkerConfig) -> None:
+    """Drop a worker's modules (and sibling modules of its entry file) from sys.modules."""
+    if worker.main is not None:
+        folder = str(worker.main.parent) + os.sep
+        stale = [
+            name
+            for name, mod in sys.modules.items()
+            if (getattr(mod, "__file__", None) or "").startswith(folder)
+            and not _protected(name, mod)
+        ]
+    else:
+        assert worker.module is not None
+        top = worker.module.split(".")[0]
+        stale = [n for n in sys.modules if n == top or n.startswith(top + ".")]
+    for name in stale:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+_OURS = ("ocd", "runtime", "workers")
+_INSTALLED = tuple(
+    str(Path(p)) + os.sep
+    for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _protected(name: str, mod: ModuleType) -> bool:
+    """ocd itself and installed packages are never re-imported, wherever a worker lives."""
+    if name.split(".")[0] in _OURS:
+        return True
+    return (getattr(mod, "__file__", None) or "").startswith(_INSTALLED)
+
+
+def load_worker(worker: WorkerConfig, fresh: bool = False) -> LoadedWorker:
     install_workers_alias()
+    if fresh:
+        _forget(worker)
     module = _import(worker)
     where = f"{worker.key_path}.{'main' if worker.main else 'module'}"
     entry = getattr(module, "Default", None)

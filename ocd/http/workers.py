@@ -30,8 +30,13 @@ class WorkerRouter:
     """Longest matching prefix wins; ``ctx.waitUntil`` tasks are kept until they finish."""
 
     def __init__(self, routes: list[WorkerRoute]) -> None:
-        self.routes = sorted(routes, key=lambda r: len(r.prefix), reverse=True)
+        self.routes: list[WorkerRoute] = []
+        self.set_routes(routes)
         self.background: set[asyncio.Future[Any]] = set()
+
+    def set_routes(self, routes: list[WorkerRoute]) -> None:
+        """Swap the routing table at once; requests already running finish on the old one."""
+        self.routes = sorted(routes, key=lambda r: len(r.prefix), reverse=True)
 
     def find(self, path: str) -> WorkerRoute | None:
         for route in self.routes:

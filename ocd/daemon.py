@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import time
 from dataclasses import dataclass, field
@@ -161,6 +162,7 @@ class Daemon:
         app.router.add_get("/__ocd/healthz", _healthz)
         app.router.add_get("/__ocd/readyz", self._readyz)
         app.router.add_get("/__ocd/metrics", self._metrics)
+        app.router.add_get("/__ocd/status", self._status)
         app.add_subapp(PREFIX, build_api(api))
         app.router.add_route("*", "/{tail:.*}", self.router.handle)
         self._runner = web.AppRunner(
@@ -392,7 +394,62 @@ class Daemon:
             {"ready": ready, "state": self.state}, status=200 if ready else 503
         )
 
+    async def status(self) -> dict[str, Any]:
+        """What ``ocd status`` shows: workers, queues with their counts, consumers."""
+        now = self.clock()
+        stats = await self.store.queue_stats(now)
+        dlqs = {c.dead_letter_queue for w in self.workers for c in w.config.consumers} - {None}
+        queues = []
+        for q in self.store.queues():
+            b = await self.store.backlog(q)
+            not_ready, inflight = stats.get(q.key, (0, 0))
+            queues.append(
+                {
+                    "account": q.account,
+                    "name": q.name,
+                    "backlog": b.count,
+                    "inflight": inflight,
+                    "delayed": not_ready - inflight,
+                    "paused": q.settings.delivery_paused,
+                    "dead_letter_queue": q.name in dlqs,
+                    "oldest_age_s": round((now - b.oldest_ms) / 1000, 3) if b.oldest_ms else 0,
+                }
+            )
+        consumers = [
+            {
+                "account": key[0],
+                "queue": key[1],
+                "worker": d.worker,
+                "inflight_batches": d.inflight,
+                "last_batch": d.last_outcome,
+            }
+            for key, d in sorted(self.dispatchers.items())
+        ]
+        return {
+            "state": self.state,
+            "workers": [w.config.name for w in self.workers],
+            "queues": queues,
+            "consumers": consumers,
+        }
+
+    def _ops_allowed(self, request: web.Request) -> bool:
+        """Status and metrics name every account's queues: with accounts configured (and so
+        possibly a public listener) they answer only on loopback."""
+        if not self.config.accounts:
+            return True
+        try:
+            return ipaddress.ip_address(request.remote or "").is_loopback
+        except ValueError:
+            return False
+
+    async def _status(self, request: web.Request) -> web.Response:
+        if not self._ops_allowed(request):
+            return web.json_response({"error": "only served on loopback"}, status=403)
+        return web.json_response(await self.status())
+
     async def _metrics(self, request: web.Request) -> web.Response:
+        if not self._ops_allowed(request):
+            return web.Response(status=403, text="only served on loopback\n")
         body = await self.metrics.render(self.store, self.clock())
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -1,0 +1,598 @@
+"""``ocd queues …`` and ``ocd token new``: an operator's client for ocd's Queues REST API.
+
+The commands mirror wrangler's ``queues`` CLI (same flags, same validation messages) but talk
+to ``/client/v4`` on an ocd listener. Output is an aligned table or key/value block for
+people; ``--json`` prints the API's ``result`` instead (for ``info``: the queue with its
+``metrics`` added). Exit codes: 0 done, 1 the API refused or the daemon is unreachable,
+2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import hashlib
+import json
+import os
+import secrets
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any
+
+EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEFAULT_URL = "http://127.0.0.1:8787"
+COMMANDS = ("queues", "token")
+TIMEOUT_S = 30.0
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_API) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ApiFailure(CliError):
+    def __init__(self, errors: list[dict[str, Any]], status: int) -> None:
+        lines = [f"error {e.get('code')}: {e.get('message')}" for e in errors]
+        super().__init__("\n".join(lines) or f"error: HTTP {status} with no error message")
+        self.codes = [e.get("code") for e in errors]
+
+
+class Client:
+    """Blocking JSON calls to one account of one ocd; returns the envelope on success."""
+
+    def __init__(self, url: str, account: str, token: str | None) -> None:
+        self.url = url.rstrip("/")
+        self.account = account
+        self.token = token
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise CliError(f"error: --url must be an http(s) URL, got {url!r}", EXIT_USAGE)
+        host = parts.hostname
+        # A proxy from the environment would only get in the way of a local daemon.
+        handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def api_url(self, path: str) -> str:
+        return f"{self.url}/client/v4/accounts/{_quote(self.account)}/queues{path}"
+
+    def call(
+        self, method: str, path: str = "", body: Any = None, timeout_s: float = TIMEOUT_S
+    ) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.api_url(path), data, headers, method=method)
+        try:
+            with self._opener.open(req, timeout=timeout_s) as resp:
+                return _envelope(resp.read(), resp.status)
+        except urllib.error.HTTPError as e:
+            with e:
+                envelope = _envelope(e.read(), e.code)
+            raise ApiFailure(envelope.get("errors") or [], e.code) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            reason = _reason(e.reason if isinstance(e, urllib.error.URLError) else e)
+            raise CliError(f"error: cannot reach ocd at {self.url}: {reason}") from None
+
+
+def _envelope(raw: bytes, status: int) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or "success" not in data:
+        raise CliError(f"error: HTTP {status}, and the response is not a Cloudflare API envelope")
+    return data
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    return getattr(reason, "strerror", None) or str(reason)
+
+
+def _quote(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    """The fields the user gave; the API's defaults apply to the rest."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+# ---------------------------------------------------------------- parser
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    token = sub.add_parser("token", help="make API tokens")
+    token_sub = token.add_subparsers(dest="action", required=True, metavar="ACTION")
+    new = token_sub.add_parser("new", help="print a new bearer token and its config snippet")
+    new.add_argument("--account", default="local", help="account id for the snippet")
+
+    queues = sub.add_parser("queues", help="manage queues over ocd's REST API")
+    _common(queues, suppress=False)
+    q = queues.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, help: str, *, queue: bool = True) -> argparse.ArgumentParser:
+        p = q.add_parser(name, help=help)
+        _common(p, suppress=True)
+        if queue:
+            p.add_argument("name", metavar="NAME", help="queue name or id")
+        return p
+
+    action("list", "list queues", queue=False)
+    _settings_flags(action("create", "create a queue"))
+    action("info", "show a queue's settings, backlog and consumers")
+    _settings_flags(action("update", "change a queue's settings"))
+    action("delete", "delete a queue and its messages")
+    action("pause-delivery", "stop delivering messages (they keep being accepted)")
+    action("resume-delivery", "deliver messages again")
+    purge = action("purge", "delete every message of a queue")
+    purge.add_argument("--force", action="store_true", help="skip the confirmation")
+    send = action("send", "send one message")
+    send.add_argument("body", metavar="BODY", help="the body; JSON unless --content-type text")
+    send.add_argument("--content-type", choices=["json", "text"], default="json")
+    send.add_argument("--delay-secs", type=int, help="delay before it can be delivered")
+    pull = action("pull", "lease messages for an HTTP pull consumer")
+    pull.add_argument("--batch-size", type=int, help="1..100 (default 5)")
+    pull.add_argument("--visibility-timeout-ms", type=int, help="lease length")
+    pull.add_argument("--wait-ms", type=int, help="wait this long for a message (long poll)")
+    ack = action("ack", "acknowledge (or retry) pulled messages by lease id")
+    ack.add_argument("acks", nargs="*", metavar="LEASE_ID", help="lease ids to acknowledge")
+    ack.add_argument(
+        "--retry",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="LEASE_ID",
+        help="lease ids to put back for another attempt (after the ones to acknowledge)",
+    )
+    ack.add_argument("--delay-secs", type=int, help="delay for the retried messages")
+    peek = action("peek", "show messages without leasing them")
+    peek.add_argument("--batch-size", type=int, help="1..100 (default 1)")
+
+    consumer = q.add_parser("consumer", help="manage a queue's HTTP pull consumer")
+    kinds = consumer.add_subparsers(dest="kind", required=True, metavar="KIND")
+    http = kinds.add_parser("http", help="HTTP pull consumers")
+    ops = http.add_subparsers(dest="op", required=True, metavar="OP")
+    add = ops.add_parser("add", help="attach an HTTP pull consumer")
+    remove = ops.add_parser("remove", help="detach the HTTP pull consumer")
+    for p in (add, remove):
+        _common(p, suppress=True)
+        p.add_argument("name", metavar="NAME", help="queue name or id")
+    add.add_argument("--batch-size", type=int)
+    add.add_argument("--message-retries", type=int)
+    add.add_argument("--dead-letter-queue")
+    add.add_argument("--visibility-timeout-secs", type=int)
+    add.add_argument("--retry-delay-secs", type=int)
+
+
+def _common(p: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """Accepted before and after the action; after it, only when given (SUPPRESS)."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    p.add_argument(
+        "--url",
+        default=default(os.environ.get("OCD_URL", DEFAULT_URL)),
+        help=f"ocd's listener (default: $OCD_URL or {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--account",
+        default=default(os.environ.get("OCD_ACCOUNT", "local")),
+        help="account id (default: $OCD_ACCOUNT or local); the token comes from $OCD_API_TOKEN",
+    )
+    p.add_argument(
+        "--json", action="store_true", default=default(False), help="print the API's result"
+    )
+
+
+def _settings_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--delivery-delay-secs", type=int, help="0..86400")
+    p.add_argument("--message-retention-period-secs", type=int, help="60..1209600")
+
+
+def _ranged(flag: str, value: int | None, lo: int, hi: int) -> int | None:
+    if value is not None and not lo <= value <= hi:
+        raise CliError(
+            f"error: Invalid {flag} value: {value}. Must be between {lo} and {hi}", EXIT_USAGE
+        )
+    return value
+
+
+# ---------------------------------------------------------------- running
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.command == "token":
+            _token_new(args.account)
+            return EXIT_OK
+        client = Client(args.url, args.account, os.environ.get("OCD_API_TOKEN") or None)
+        handler = _HANDLERS["consumer " + args.op if args.action == "consumer" else args.action]
+        handler(client, args)
+        return EXIT_OK
+    except ApiFailure as e:
+        print(e, file=sys.stderr)
+        if 10000 in e.codes and not os.environ.get("OCD_API_TOKEN"):
+            print(f"hint: set OCD_API_TOKEN to a token of account {args.account}", file=sys.stderr)
+        return e.code
+    except CliError as e:
+        print(e, file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _token_new(account: str) -> None:
+    token = secrets.token_urlsafe(32)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    print(f"token:  {token}")
+    print(f"sha256: {digest}")
+    print()
+    print("Add to ocd's config file (only the hash is stored there):")
+    print()
+    print("[[accounts]]")
+    print(f"id = {json.dumps(account)}")
+    print(f'token_sha256 = ["{digest}"]')
+    print()
+    print("Then use the token:")
+    print(f"  export OCD_API_TOKEN={token}")
+    print(f"  ocd queues --account {account} list")
+
+
+def _emit(args: argparse.Namespace, result: Any, human: Callable[[], None]) -> None:
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        human()
+
+
+def _notes(envelope: dict[str, Any]) -> None:
+    for note in envelope.get("messages") or []:
+        print(f"note: {note}", file=sys.stderr)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns two spaces apart; cells are kept on one line."""
+    cells = [[_one_line(c) for c in row] for row in [headers, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
+
+
+def pairs(rows: Sequence[tuple[str, str]], indent: str = "") -> str:
+    """``label:  value`` lines with the values aligned."""
+    width = max(len(label) for label, _ in rows) + 1
+    return "\n".join(f"{indent}{label + ':':<{width}}  {_one_line(v)}" for label, v in rows)
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+
+
+def _secs(s: int) -> str:
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if s >= size and s % size == 0:
+            return f"{s}s ({s // size}{unit})"
+    return f"{s}s"
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def _body(message: dict[str, Any]) -> str:
+    """Pulled bodies arrive as text, or base64 of the JSON text / raw bytes."""
+    ctype = (message.get("metadata") or {}).get("CF-Content-Type", "json")
+    body = message.get("body")
+    if ctype == "text" or not isinstance(body, str):
+        return str(body)
+    if ctype != "json":
+        return f"base64:{body}"
+    try:
+        return json.dumps(json.loads(base64.b64decode(body, validate=True)), ensure_ascii=False)
+    except ValueError:
+        return f"base64:{body}"
+
+
+# ---------------------------------------------------------------- queues
+
+
+def _list(c: Client, args: argparse.Namespace) -> None:
+    queues: list[dict[str, Any]] = []
+    page = 1
+    while True:
+        env = c.call("GET", f"?per_page=1000&page={page}")
+        queues += env["result"]
+        if page >= (env.get("result_info") or {}).get("total_pages", 1):
+            break
+        page += 1
+    rows = [
+        [
+            q["queue_name"],
+            q["queue_id"],
+            q["created_on"],
+            q["modified_on"],
+            str(q["producers_total_count"]),
+            str(q["consumers_total_count"]),
+            "paused" if q["settings"]["delivery_paused"] else "active",
+        ]
+        for q in queues
+    ]
+    headers = ["NAME", "ID", "CREATED", "MODIFIED", "PRODUCERS", "CONSUMERS", "DELIVERY"]
+    _emit(args, queues, lambda: print(table(headers, rows) if rows else "No queues."))
+
+
+def _settings_body(args: argparse.Namespace) -> dict[str, int]:
+    delay = _ranged("--delivery-delay-secs", args.delivery_delay_secs, 0, 86_400)
+    retention = _ranged(
+        "--message-retention-period-secs", args.message_retention_period_secs, 60, 1_209_600
+    )
+    return _given(delivery_delay=delay, message_retention_period=retention)
+
+
+def _create(c: Client, args: argparse.Namespace) -> None:
+    body: dict[str, Any] = {"queue_name": args.name}
+    settings = _settings_body(args)
+    if settings:
+        body["settings"] = settings
+    q = c.call("POST", "", body)["result"]
+    _emit(args, q, lambda: print(f"Created queue {q['queue_name']} (id {q['queue_id']})."))
+
+
+def _update(c: Client, args: argparse.Namespace) -> None:
+    settings = _settings_body(args)
+    if not settings:
+        raise CliError(
+            "error: nothing to update: give --delivery-delay-secs and/or "
+            "--message-retention-period-secs",
+            EXIT_USAGE,
+        )
+    q = c.call("PATCH", f"/{_quote(args.name)}", {"settings": settings})["result"]
+    _emit(args, q, lambda: print(f"Updated queue {q['queue_name']}: {_settings_line(q)}."))
+
+
+def _settings_line(q: dict[str, Any]) -> str:
+    s = q["settings"]
+    return (
+        f"delivery delay {_secs(s['delivery_delay'])}, "
+        f"retention {_secs(s['message_retention_period'])}"
+    )
+
+
+def _pause(c: Client, args: argparse.Namespace, paused: bool) -> None:
+    body = {"settings": {"delivery_paused": paused}}
+    q = c.call("PATCH", f"/{_quote(args.name)}", body)["result"]
+    verb = "Paused" if paused else "Resumed"
+    _emit(args, q, lambda: print(f"{verb} delivery for queue {q['queue_name']}."))
+
+
+def _delete(c: Client, args: argparse.Namespace) -> None:
+    result = c.call("DELETE", f"/{_quote(args.name)}")["result"]
+    _emit(args, result, lambda: print(f"Deleted queue {args.name}."))
+
+
+def _purge(c: Client, args: argparse.Namespace) -> None:
+    if not args.force:
+        if not sys.stdin.isatty():
+            raise CliError(
+                f"error: purging deletes every message of {args.name}; "
+                "pass --force to do it without a terminal to confirm on",
+                EXIT_USAGE,
+            )
+        print(
+            f"This permanently deletes every message of queue {args.name}. "
+            f"Type {args.name} to proceed: ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+        if sys.stdin.readline().strip() != args.name:
+            raise CliError("error: purge cancelled: the name did not match")
+    q = c.call("POST", f"/{_quote(args.name)}/purge", {"delete_messages_permanently": True})
+    _emit(args, q["result"], lambda: print(f"Purged queue {args.name}."))
+
+
+def _info(c: Client, args: argparse.Namespace) -> None:
+    q = c.call("GET", f"/{_quote(args.name)}")["result"]
+    m = c.call("GET", f"/{_quote(q['queue_id'])}/metrics")["result"]
+    _emit(args, {**q, "metrics": m}, lambda: _print_info(c, q, m))
+
+
+def _print_info(c: Client, q: dict[str, Any], m: dict[str, Any]) -> None:
+    s = q["settings"]
+    producers = ", ".join(f"{p['type']} {p.get('script') or '?'}" for p in q["producers"])
+    rows = [
+        ("Queue", q["queue_name"]),
+        ("ID", q["queue_id"]),
+        ("Created", q["created_on"]),
+        ("Modified", q["modified_on"]),
+        ("Delivery", "paused" if s["delivery_paused"] else "active"),
+        ("Delivery delay", _secs(s["delivery_delay"])),
+        ("Retention period", _secs(s["message_retention_period"])),
+        ("Backlog", f"{m['backlog_count']} message(s), {m['backlog_bytes']} bytes"),
+        ("Oldest message", _when(m["oldest_message_timestamp_ms"])),
+        ("Producers", producers or "none"),
+        ("Consumers", str(q["consumers_total_count"]) if q["consumers"] else "none"),
+    ]
+    print(pairs(rows))
+    for con in q["consumers"]:
+        print()
+        print(_consumer_block(c, q, con))
+
+
+def _consumer_block(c: Client, q: dict[str, Any], con: dict[str, Any]) -> str:
+    s = con["settings"]
+    name = f" {con['script_name']}" if con.get("script_name") else ""
+    rows = [
+        ("Batch size", str(s["batch_size"])),
+        ("Max retries", str(s["max_retries"])),
+        ("Retry delay", _secs(s["retry_delay"])),
+        ("Dead letter queue", con["dead_letter_queue"] or "none"),
+    ]
+    if con["type"] == "http_pull":
+        rows.append(("Visibility timeout", f"{s['visibility_timeout_ms']} ms"))
+    else:
+        rows.append(("Max wait time", f"{s['max_wait_time_ms']} ms"))
+        rows.append(("Max concurrency", str(s["max_concurrency"] or "auto")))
+    lines = [f"Consumer: {con['type']}{name} (id {con['consumer_id']})", pairs(rows, "  ")]
+    if con["type"] == "http_pull":
+        pull = {"batch_size": s["batch_size"], "visibility_timeout_ms": s["visibility_timeout_ms"]}
+        lines += [
+            f"  Pull messages with: ocd queues pull {q['queue_name']}",
+            "  or over HTTP:",
+            f"    curl -X POST {c.api_url('/' + q['queue_id'])}/messages/pull \\",
+            '      -H "Authorization: Bearer $OCD_API_TOKEN" \\',
+            f"      -H 'Content-Type: application/json' -d '{json.dumps(pull)}'",
+        ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- messages
+
+
+def _send(c: Client, args: argparse.Namespace) -> None:
+    body: Any = args.body
+    if args.content_type == "json":
+        try:
+            body = json.loads(args.body)
+        except ValueError as e:
+            raise CliError(
+                f"error: BODY is not valid JSON ({e}); use --content-type text to send it as text",
+                EXIT_USAGE,
+            ) from None
+    msg = _given(body=body, content_type=args.content_type, delay_seconds=args.delay_secs)
+    result = c.call("POST", f"/{_quote(args.name)}/messages", msg)["result"]
+    backlog = result["metadata"]["metrics"]["backlog_count"]
+    _emit(args, result, lambda: print(f"Sent 1 message to {args.name} (backlog {backlog})."))
+
+
+def _pull(c: Client, args: argparse.Namespace) -> None:
+    req = _given(
+        batch_size=args.batch_size,
+        visibility_timeout_ms=args.visibility_timeout_ms,
+        wait_ms=args.wait_ms,
+    )
+    wait_s = (args.wait_ms or 0) / 1000
+    env = c.call("POST", f"/{_quote(args.name)}/messages/pull", req, TIMEOUT_S + wait_s)
+    _notes(env)
+    result = env["result"]
+    rows = [
+        [
+            msg["id"],
+            str(msg["attempts"]),
+            msg["metadata"].get("CF-Content-Type", "?"),
+            _body(msg),
+            msg["lease_id"],
+        ]
+        for msg in result["messages"]
+    ]
+
+    def human() -> None:
+        if rows:
+            print(table(["ID", "ATTEMPTS", "TYPE", "BODY", "LEASE ID"], rows))
+        else:
+            print("No messages available.")
+        print(f"\nBacklog: {result['message_backlog_count']} message(s).")
+
+    _emit(args, result, human)
+
+
+def _ack(c: Client, args: argparse.Namespace) -> None:
+    if not args.acks and not args.retry:
+        raise CliError("error: give lease ids to acknowledge, or --retry LEASE_ID", EXIT_USAGE)
+    if args.delay_secs is not None and not args.retry:
+        raise CliError("error: --delay-secs applies to --retry lease ids; none given", EXIT_USAGE)
+    retries = [_given(lease_id=lease, delay_seconds=args.delay_secs) for lease in args.retry]
+    body = {"acks": [{"lease_id": a} for a in args.acks], "retries": retries}
+    result = c.call("POST", f"/{_quote(args.name)}/messages/ack", body)["result"]
+    for lease, warning in (result.get("warnings") or {}).items():
+        print(f"warning: {lease}: {warning}", file=sys.stderr)
+    summary = f"Acknowledged {result['ackCount']}, retried {result['retryCount']} message(s)."
+    _emit(args, result, lambda: print(summary))
+
+
+def _peek(c: Client, args: argparse.Namespace) -> None:
+    req = _given(batch_size=args.batch_size)
+    result = c.call("POST", f"/{_quote(args.name)}/messages/peek", req)["result"]
+    rows = [
+        [
+            msg["id"],
+            str(msg["attempts"]),
+            _when(msg["timestamp_ms"]),
+            msg["metadata"].get("CF-Content-Type", "?"),
+            _body(msg),
+        ]
+        for msg in result["messages"]
+    ]
+    headers = ["ID", "ATTEMPTS", "SENT", "TYPE", "BODY"]
+    _emit(args, result, lambda: print(table(headers, rows) if rows else "No messages available."))
+
+
+# ---------------------------------------------------------------- consumers
+
+
+def _consumer_add(c: Client, args: argparse.Namespace) -> None:
+    timeout = _ranged("--visibility-timeout-secs", args.visibility_timeout_secs, 1, 43_200)
+    settings = _given(
+        batch_size=args.batch_size,
+        max_retries=args.message_retries,
+        visibility_timeout_ms=None if timeout is None else timeout * 1000,
+        retry_delay=args.retry_delay_secs,
+    )
+    body = _given(type="http_pull", settings=settings, dead_letter_queue=args.dead_letter_queue)
+    con = c.call("POST", f"/{_quote(args.name)}/consumers", body)["result"]
+
+    def human() -> None:
+        print(f"Added an HTTP pull consumer to queue {args.name} (id {con['consumer_id']}).")
+        print(f"Pull messages with: ocd queues pull {args.name}")
+
+    _emit(args, con, human)
+
+
+def _consumer_remove(c: Client, args: argparse.Namespace) -> None:
+    consumers = c.call("GET", f"/{_quote(args.name)}/consumers")["result"]
+    if not consumers:
+        raise CliError(f"error: queue {args.name} has no consumer")
+    con = consumers[0]
+    result = c.call("DELETE", f"/{_quote(args.name)}/consumers/{_quote(con['consumer_id'])}")
+    _emit(
+        args,
+        result["result"],
+        lambda: print(f"Removed the {con['type']} consumer from queue {args.name}."),
+    )
+
+
+_HANDLERS: dict[str, Callable[[Client, argparse.Namespace], None]] = {
+    "list": _list,
+    "create": _create,
+    "info": _info,
+    "update": _update,
+    "delete": _delete,
+    "pause-delivery": lambda c, a: _pause(c, a, True),
+    "resume-delivery": lambda c, a: _pause(c, a, False),
+    "purge": _purge,
+    "send": _send,
+    "pull": _pull,
+    "ack": _ack,
+    "peek": _peek,
+    "consumer add": _consumer_add,
+    "consumer remove": _consumer_remove,
+}

@@ -1,7 +1,9 @@
 """The ``ocd`` command. The only module that configures logging or exits the process.
 
 Exit codes: 0 clean stop, 1 a background task died, 2 usage or config error,
-3 startup failure (port taken, database unwritable or locked).
+3 startup failure (port taken, database unwritable or locked). ``ocd queues`` and
+``ocd token`` (in ``ocd.cli_queues``): 0 done, 1 an API error or an unreachable daemon,
+2 usage.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from ocd import cli_queues
 from ocd.config import Config, load_config
-from ocd.daemon import Daemon, StartupError
-from ocd.errors import ConfigError, WorkerLoadError
-from ocd.loader import LoadedWorker, load_worker
+from ocd.errors import ConfigError, WorkerLoadErrors
+from ocd.loader import LoadedWorker, load_workers
 
 log = logging.getLogger("ocd")
 
@@ -77,38 +80,43 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
         p.add_argument("--log-format", default="text", choices=["text", "json"])
 
-    serve = sub.add_parser("serve", help="run the daemon")
+    serve = sub.add_parser("serve", help="run the daemon (SIGHUP reloads the config)")
     config_arg(serve)
+    dev = sub.add_parser(
+        "dev", help="serve, and reload whenever the config or a worker's code changes"
+    )
+    config_arg(dev)
     check = sub.add_parser(
         "check-config", help="validate the config and import every worker, then exit"
     )
     config_arg(check)
+    status = sub.add_parser("status", help="a running daemon's queues and consumers")
+    status.add_argument(
+        "--url",
+        default=os.environ.get("OCD_URL", "http://127.0.0.1:8787"),
+        help="the daemon (default: $OCD_URL or http://127.0.0.1:8787)",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON")
+    backup = sub.add_parser("backup", help="copy a (live) daemon's database to a file")
+    config_arg(backup)
+    backup.add_argument("--to", required=True, type=Path, metavar="FILE")
+    restore = sub.add_parser("restore", help="put a backup in place (ocd must be stopped)")
+    config_arg(restore)
+    restore.add_argument("--from", dest="source", required=True, type=Path, metavar="FILE")
+    cli_queues.add_parsers(sub)
     return parser
 
 
 def _load(path: str) -> tuple[Config, list[LoadedWorker]]:
-    """Exactly the validation ``serve`` runs; raises ConfigError listing every problem."""
+    """Exactly the validation ``serve`` (and a reload) runs; raises ConfigError or
+    WorkerLoadErrors listing every problem."""
     config = load_config(path)
     for warning in config.warnings:
         log.warning("%s", warning, extra={"event": "config_warning"})
-    workers: list[LoadedWorker] = []
-    failures: list[WorkerLoadError] = []
-    for w in config.workers:
-        try:
-            workers.append(load_worker(w))
-        except WorkerLoadError as e:
-            failures.append(e)
-    if failures:
-        raise _WorkerErrors(failures)
-    return config, workers
+    return config, load_workers(config.workers)
 
 
-class _WorkerErrors(Exception):
-    def __init__(self, errors: list[WorkerLoadError]) -> None:
-        self.errors = errors
-
-
-def _report_config_errors(e: ConfigError | _WorkerErrors) -> None:
+def _report_config_errors(e: ConfigError | WorkerLoadErrors) -> None:
     if isinstance(e, ConfigError):
         lines = [str(p) for p in e.problems]
     else:
@@ -120,10 +128,25 @@ def _report_config_errors(e: ConfigError | _WorkerErrors) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in cli_queues.COMMANDS:
+        return cli_queues.run(args)
+    from ocd import cli_ops
+
+    if args.command == "status":
+        return cli_ops.status(args.url, args.json)
     setup_logging(args.log_level, args.log_format)
+    if args.command in ("backup", "restore"):
+        try:
+            config = load_config(args.config)
+        except ConfigError as e:
+            _report_config_errors(e)
+            return EXIT_CONFIG
+        if args.command == "backup":
+            return cli_ops.run_backup(config, args.to)
+        return cli_ops.run_restore(config, args.source)
     try:
         config, workers = _load(args.config)
-    except (ConfigError, _WorkerErrors) as e:
+    except (ConfigError, WorkerLoadErrors) as e:
         _report_config_errors(e)
         return EXIT_CONFIG
     if args.command == "check-config":
@@ -132,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{sum(len(w.config.consumers) for w in workers)} consumer(s))"
         )
         return EXIT_OK
-    return _run(_serve(config, workers))
+    return _run(_serve(config, workers, dev=args.command == "dev"))
 
 
 def _run(coro: Any) -> int:
@@ -147,7 +170,11 @@ def _run(coro: Any) -> int:
         return result
 
 
-async def _serve(config: Config, workers: list[LoadedWorker]) -> int:
+async def _serve(config: Config, workers: list[LoadedWorker], dev: bool = False) -> int:
+    # Imported here: the daemon pulls in aiohttp and the store, which the client commands
+    # (ocd queues, ocd token) do not need at every invocation.
+    from ocd.daemon import Daemon, StartupError
+
     daemon = Daemon(config, workers)
     try:
         await daemon.start()
@@ -168,13 +195,32 @@ async def _serve(config: Config, workers: list[LoadedWorker]) -> int:
             log.warning("second SIGINT: forcing shutdown", extra={"event": "forced"})
             daemon.force()
 
+    reloads: set[asyncio.Task[bool]] = set()
+
+    def on_hup() -> None:
+        log.info("SIGHUP received; reloading", extra={"event": "signal"})
+        task = asyncio.ensure_future(daemon.reload())
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
     loop.add_signal_handler(signal.SIGTERM, on_signal, "SIGTERM")
     loop.add_signal_handler(signal.SIGINT, on_signal, "SIGINT")
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
+    watcher = None
+    if dev:
+        from ocd.cli_ops import watch_and_reload
+
+        watcher = asyncio.ensure_future(watch_and_reload(daemon, stop))
     stopped = asyncio.ensure_future(stop.wait())
     failed = asyncio.ensure_future(daemon.wait_failed())
     await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
     stopped.cancel()
     failed.cancel()
+    stop.set()
+    if watcher is not None:
+        await asyncio.wait({watcher}, timeout=5)
+    if reloads:
+        await asyncio.wait(set(reloads), timeout=30)
     await daemon.shutdown()
     return EXIT_FAILED if daemon.failure is not None else EXIT_OK
 

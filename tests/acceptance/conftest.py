@@ -26,11 +26,13 @@ def ocd_command(*args: str) -> list[str]:
 class OcdProcess:
     """One ``ocd serve`` run; collects its JSON log lines as they arrive."""
 
-    def __init__(self, config: Path, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, config: Path, extra_env: dict[str, str] | None = None, command: str = "serve"
+    ) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.update(extra_env or {})
         self.proc = subprocess.Popen(
-            ocd_command("serve", "-c", str(config), "--log-format", "json"),
+            ocd_command(command, "-c", str(config), "--log-format", "json"),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

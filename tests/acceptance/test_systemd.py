@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -123,3 +124,17 @@ def test_notifier_does_nothing_outside_systemd():
 
     n = Notifier({})
     assert not n.enabled and n.send("READY=1") is False and n.watchdog_s is None
+
+
+def test_reload_is_announced_with_reloading_then_ready(tmp_path, ocd_processes, notify_socket):
+    env = {"NOTIFY_SOCKET": str(notify_socket.path)}
+    p = ocd_processes(recorder_config(tmp_path, ""), extra_env=env)
+    p.wait_started()
+    wait_sync(lambda: notify_socket.seen("READY=1"))
+    p.proc.send_signal(signal.SIGHUP)
+    wait_sync(lambda: len(notify_socket.seen("READY=1")) == 2)
+    reloading = next(m for _, m in notify_socket.messages if "RELOADING=1" in m)
+    usec = next(f for f in reloading.split("\n") if f.startswith("MONOTONIC_USEC="))
+    assert int(usec.split("=")[1]) > 0
+    assert notify_socket.seen("RELOADING=1")[0] < notify_socket.seen("READY=1")[1]
+    assert p.stop() == 0

@@ -10,100 +10,28 @@ people; ``--json`` prints the API's ``result`` instead (for ``info``: the queue 
 from __future__ import annotations
 
 import argparse
-import base64
-import datetime as dt
 import hashlib
 import json
 import os
 import secrets
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from ocd.cli_client import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    TIMEOUT_S,
+    ApiFailure,
+    Client,
+    CliError,
+    quote,
+)
+from ocd.cli_output import emit, message_body, notes, pairs, secs, table, when
+
 DEFAULT_URL = "http://127.0.0.1:8787"
 COMMANDS = ("queues", "token")
-TIMEOUT_S = 30.0
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-class CliError(Exception):
-    def __init__(self, message: str, code: int = EXIT_API) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class ApiFailure(CliError):
-    def __init__(self, errors: list[dict[str, Any]], status: int) -> None:
-        lines = [f"error {e.get('code')}: {e.get('message')}" for e in errors]
-        super().__init__("\n".join(lines) or f"error: HTTP {status} with no error message")
-        self.codes = [e.get("code") for e in errors]
-
-
-class Client:
-    """Blocking JSON calls to one account of one ocd; returns the envelope on success."""
-
-    def __init__(self, url: str, account: str, token: str | None) -> None:
-        self.url = url.rstrip("/")
-        self.account = account
-        self.token = token
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise CliError(f"error: --url must be an http(s) URL, got {url!r}", EXIT_USAGE)
-        host = parts.hostname
-        # A proxy from the environment would only get in the way of a local daemon.
-        handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
-        self._opener = urllib.request.build_opener(*handlers)
-
-    def api_url(self, path: str) -> str:
-        return f"{self.url}/client/v4/accounts/{_quote(self.account)}/queues{path}"
-
-    def call(
-        self, method: str, path: str = "", body: Any = None, timeout_s: float = TIMEOUT_S
-    ) -> dict[str, Any]:
-        headers = {"Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(self.api_url(path), data, headers, method=method)
-        try:
-            with self._opener.open(req, timeout=timeout_s) as resp:
-                return _envelope(resp.read(), resp.status)
-        except urllib.error.HTTPError as e:
-            with e:
-                envelope = _envelope(e.read(), e.code)
-            raise ApiFailure(envelope.get("errors") or [], e.code) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            reason = _reason(e.reason if isinstance(e, urllib.error.URLError) else e)
-            raise CliError(f"error: cannot reach ocd at {self.url}: {reason}") from None
-
-
-def _envelope(raw: bytes, status: int) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict) or "success" not in data:
-        raise CliError(f"error: HTTP {status}, and the response is not a Cloudflare API envelope")
-    return data
-
-
-def _reason(reason: object) -> str:
-    if isinstance(reason, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(reason, TimeoutError):
-        return "timed out"
-    return getattr(reason, "strerror", None) or str(reason)
-
-
-def _quote(part: str) -> str:
-    return urllib.parse.quote(part, safe="")
 
 
 def _given(**fields: Any) -> dict[str, Any]:
@@ -253,65 +181,6 @@ def _token_new(account: str) -> None:
     print(f"  ocd queues --account {account} list")
 
 
-def _emit(args: argparse.Namespace, result: Any, human: Callable[[], None]) -> None:
-    if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-    else:
-        human()
-
-
-def _notes(envelope: dict[str, Any]) -> None:
-    for note in envelope.get("messages") or []:
-        print(f"note: {note}", file=sys.stderr)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns two spaces apart; cells are kept on one line."""
-    cells = [[_one_line(c) for c in row] for row in [headers, *rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
-    )
-
-
-def pairs(rows: Sequence[tuple[str, str]], indent: str = "") -> str:
-    """``label:  value`` lines with the values aligned."""
-    width = max(len(label) for label, _ in rows) + 1
-    return "\n".join(f"{indent}{label + ':':<{width}}  {_one_line(v)}" for label, v in rows)
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
-
-
-def _secs(s: int) -> str:
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if s >= size and s % size == 0:
-            return f"{s}s ({s // size}{unit})"
-    return f"{s}s"
-
-
-def _when(ms: int | None) -> str:
-    if not ms:
-        return "-"
-    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def _body(message: dict[str, Any]) -> str:
-    """Pulled bodies arrive as text, or base64 of the JSON text / raw bytes."""
-    ctype = (message.get("metadata") or {}).get("CF-Content-Type", "json")
-    body = message.get("body")
-    if ctype == "text" or not isinstance(body, str):
-        return str(body)
-    if ctype != "json":
-        return f"base64:{body}"
-    try:
-        return json.dumps(json.loads(base64.b64decode(body, validate=True)), ensure_ascii=False)
-    except ValueError:
-        return f"base64:{body}"
-
-
 # ---------------------------------------------------------------- queues
 
 
@@ -337,7 +206,7 @@ def _list(c: Client, args: argparse.Namespace) -> None:
         for q in queues
     ]
     headers = ["NAME", "ID", "CREATED", "MODIFIED", "PRODUCERS", "CONSUMERS", "DELIVERY"]
-    _emit(args, queues, lambda: print(table(headers, rows) if rows else "No queues."))
+    emit(args.json, queues, lambda: print(table(headers, rows) if rows else "No queues."))
 
 
 def _settings_body(args: argparse.Namespace) -> dict[str, int]:
@@ -354,7 +223,7 @@ def _create(c: Client, args: argparse.Namespace) -> None:
     if settings:
         body["settings"] = settings
     q = c.call("POST", "", body)["result"]
-    _emit(args, q, lambda: print(f"Created queue {q['queue_name']} (id {q['queue_id']})."))
+    emit(args.json, q, lambda: print(f"Created queue {q['queue_name']} (id {q['queue_id']})."))
 
 
 def _update(c: Client, args: argparse.Namespace) -> None:
@@ -365,28 +234,28 @@ def _update(c: Client, args: argparse.Namespace) -> None:
             "--message-retention-period-secs",
             EXIT_USAGE,
         )
-    q = c.call("PATCH", f"/{_quote(args.name)}", {"settings": settings})["result"]
-    _emit(args, q, lambda: print(f"Updated queue {q['queue_name']}: {_settings_line(q)}."))
+    q = c.call("PATCH", f"/{quote(args.name)}", {"settings": settings})["result"]
+    emit(args.json, q, lambda: print(f"Updated queue {q['queue_name']}: {_settings_line(q)}."))
 
 
 def _settings_line(q: dict[str, Any]) -> str:
     s = q["settings"]
     return (
-        f"delivery delay {_secs(s['delivery_delay'])}, "
-        f"retention {_secs(s['message_retention_period'])}"
+        f"delivery delay {secs(s['delivery_delay'])}, "
+        f"retention {secs(s['message_retention_period'])}"
     )
 
 
 def _pause(c: Client, args: argparse.Namespace, paused: bool) -> None:
     body = {"settings": {"delivery_paused": paused}}
-    q = c.call("PATCH", f"/{_quote(args.name)}", body)["result"]
+    q = c.call("PATCH", f"/{quote(args.name)}", body)["result"]
     verb = "Paused" if paused else "Resumed"
-    _emit(args, q, lambda: print(f"{verb} delivery for queue {q['queue_name']}."))
+    emit(args.json, q, lambda: print(f"{verb} delivery for queue {q['queue_name']}."))
 
 
 def _delete(c: Client, args: argparse.Namespace) -> None:
-    result = c.call("DELETE", f"/{_quote(args.name)}")["result"]
-    _emit(args, result, lambda: print(f"Deleted queue {args.name}."))
+    result = c.call("DELETE", f"/{quote(args.name)}")["result"]
+    emit(args.json, result, lambda: print(f"Deleted queue {args.name}."))
 
 
 def _purge(c: Client, args: argparse.Namespace) -> None:
@@ -406,14 +275,14 @@ def _purge(c: Client, args: argparse.Namespace) -> None:
         )
         if sys.stdin.readline().strip() != args.name:
             raise CliError("error: purge cancelled: the name did not match")
-    q = c.call("POST", f"/{_quote(args.name)}/purge", {"delete_messages_permanently": True})
-    _emit(args, q["result"], lambda: print(f"Purged queue {args.name}."))
+    q = c.call("POST", f"/{quote(args.name)}/purge", {"delete_messages_permanently": True})
+    emit(args.json, q["result"], lambda: print(f"Purged queue {args.name}."))
 
 
 def _info(c: Client, args: argparse.Namespace) -> None:
-    q = c.call("GET", f"/{_quote(args.name)}")["result"]
-    m = c.call("GET", f"/{_quote(q['queue_id'])}/metrics")["result"]
-    _emit(args, {**q, "metrics": m}, lambda: _print_info(c, q, m))
+    q = c.call("GET", f"/{quote(args.name)}")["result"]
+    m = c.call("GET", f"/{quote(q['queue_id'])}/metrics")["result"]
+    emit(args.json, {**q, "metrics": m}, lambda: _print_info(c, q, m))
 
 
 def _print_info(c: Client, q: dict[str, Any], m: dict[str, Any]) -> None:
@@ -425,10 +294,10 @@ def _print_info(c: Client, q: dict[str, Any], m: dict[str, Any]) -> None:
         ("Created", q["created_on"]),
         ("Modified", q["modified_on"]),
         ("Delivery", "paused" if s["delivery_paused"] else "active"),
-        ("Delivery delay", _secs(s["delivery_delay"])),
-        ("Retention period", _secs(s["message_retention_period"])),
+        ("Delivery delay", secs(s["delivery_delay"])),
+        ("Retention period", secs(s["message_retention_period"])),
         ("Backlog", f"{m['backlog_count']} message(s), {m['backlog_bytes']} bytes"),
-        ("Oldest message", _when(m["oldest_message_timestamp_ms"])),
+        ("Oldest message", when(m["oldest_message_timestamp_ms"])),
         ("Producers", producers or "none"),
         ("Consumers", str(q["consumers_total_count"]) if q["consumers"] else "none"),
     ]
@@ -444,7 +313,7 @@ def _consumer_block(c: Client, q: dict[str, Any], con: dict[str, Any]) -> str:
     rows = [
         ("Batch size", str(s["batch_size"])),
         ("Max retries", str(s["max_retries"])),
-        ("Retry delay", _secs(s["retry_delay"])),
+        ("Retry delay", secs(s["retry_delay"])),
         ("Dead letter queue", con["dead_letter_queue"] or "none"),
     ]
     if con["type"] == "http_pull":
@@ -479,9 +348,9 @@ def _send(c: Client, args: argparse.Namespace) -> None:
                 EXIT_USAGE,
             ) from None
     msg = _given(body=body, content_type=args.content_type, delay_seconds=args.delay_secs)
-    result = c.call("POST", f"/{_quote(args.name)}/messages", msg)["result"]
+    result = c.call("POST", f"/{quote(args.name)}/messages", msg)["result"]
     backlog = result["metadata"]["metrics"]["backlog_count"]
-    _emit(args, result, lambda: print(f"Sent 1 message to {args.name} (backlog {backlog})."))
+    emit(args.json, result, lambda: print(f"Sent 1 message to {args.name} (backlog {backlog})."))
 
 
 def _pull(c: Client, args: argparse.Namespace) -> None:
@@ -491,15 +360,15 @@ def _pull(c: Client, args: argparse.Namespace) -> None:
         wait_ms=args.wait_ms,
     )
     wait_s = (args.wait_ms or 0) / 1000
-    env = c.call("POST", f"/{_quote(args.name)}/messages/pull", req, TIMEOUT_S + wait_s)
-    _notes(env)
+    env = c.call("POST", f"/{quote(args.name)}/messages/pull", req, TIMEOUT_S + wait_s)
+    notes(env)
     result = env["result"]
     rows = [
         [
             msg["id"],
             str(msg["attempts"]),
             msg["metadata"].get("CF-Content-Type", "?"),
-            _body(msg),
+            message_body(msg),
             msg["lease_id"],
         ]
         for msg in result["messages"]
@@ -512,7 +381,7 @@ def _pull(c: Client, args: argparse.Namespace) -> None:
             print("No messages available.")
         print(f"\nBacklog: {result['message_backlog_count']} message(s).")
 
-    _emit(args, result, human)
+    emit(args.json, result, human)
 
 
 def _ack(c: Client, args: argparse.Namespace) -> None:
@@ -522,28 +391,30 @@ def _ack(c: Client, args: argparse.Namespace) -> None:
         raise CliError("error: --delay-secs applies to --retry lease ids; none given", EXIT_USAGE)
     retries = [_given(lease_id=lease, delay_seconds=args.delay_secs) for lease in args.retry]
     body = {"acks": [{"lease_id": a} for a in args.acks], "retries": retries}
-    result = c.call("POST", f"/{_quote(args.name)}/messages/ack", body)["result"]
+    result = c.call("POST", f"/{quote(args.name)}/messages/ack", body)["result"]
     for lease, warning in (result.get("warnings") or {}).items():
         print(f"warning: {lease}: {warning}", file=sys.stderr)
     summary = f"Acknowledged {result['ackCount']}, retried {result['retryCount']} message(s)."
-    _emit(args, result, lambda: print(summary))
+    emit(args.json, result, lambda: print(summary))
 
 
 def _peek(c: Client, args: argparse.Namespace) -> None:
     req = _given(batch_size=args.batch_size)
-    result = c.call("POST", f"/{_quote(args.name)}/messages/peek", req)["result"]
+    result = c.call("POST", f"/{quote(args.name)}/messages/peek", req)["result"]
     rows = [
         [
             msg["id"],
             str(msg["attempts"]),
-            _when(msg["timestamp_ms"]),
+            when(msg["timestamp_ms"]),
             msg["metadata"].get("CF-Content-Type", "?"),
-            _body(msg),
+            message_body(msg),
         ]
         for msg in result["messages"]
     ]
     headers = ["ID", "ATTEMPTS", "SENT", "TYPE", "BODY"]
-    _emit(args, result, lambda: print(table(headers, rows) if rows else "No messages available."))
+    emit(
+        args.json, result, lambda: print(table(headers, rows) if rows else "No messages available.")
+    )
 
 
 # ---------------------------------------------------------------- consumers
@@ -558,23 +429,23 @@ def _consumer_add(c: Client, args: argparse.Namespace) -> None:
         retry_delay=args.retry_delay_secs,
     )
     body = _given(type="http_pull", settings=settings, dead_letter_queue=args.dead_letter_queue)
-    con = c.call("POST", f"/{_quote(args.name)}/consumers", body)["result"]
+    con = c.call("POST", f"/{quote(args.name)}/consumers", body)["result"]
 
     def human() -> None:
         print(f"Added an HTTP pull consumer to queue {args.name} (id {con['consumer_id']}).")
         print(f"Pull messages with: ocd queues pull {args.name}")
 
-    _emit(args, con, human)
+    emit(args.json, con, human)
 
 
 def _consumer_remove(c: Client, args: argparse.Namespace) -> None:
-    consumers = c.call("GET", f"/{_quote(args.name)}/consumers")["result"]
+    consumers = c.call("GET", f"/{quote(args.name)}/consumers")["result"]
     if not consumers:
         raise CliError(f"error: queue {args.name} has no consumer")
     con = consumers[0]
-    result = c.call("DELETE", f"/{_quote(args.name)}/consumers/{_quote(con['consumer_id'])}")
-    _emit(
-        args,
+    result = c.call("DELETE", f"/{quote(args.name)}/consumers/{quote(con['consumer_id'])}")
+    emit(
+        args.json,
         result["result"],
         lambda: print(f"Removed the {con['type']} consumer from queue {args.name}."),
     )

@@ -92,14 +92,34 @@ class PullService:
         self.store = store
         self.signer = signer
         self.clock = clock
+        # Held while queues and consumers are created, changed or deleted (by the API, or
+        # here to create a missing dead-letter queue), so that concurrent changes cannot
+        # interleave: two creates of one name, a PATCH undoing another, a consumer added to
+        # a queue being deleted.
+        self.admin_lock = asyncio.Lock()
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        """Shutdown: long polls waiting now return at once, empty."""
+        self._closing.set()
 
     @classmethod
     async def open(cls, store: Store, clock: Clock = wall_ms) -> PullService:
         return cls(store, Signer(await store.secret(LEASE_SECRET)), clock)
 
-    def _dead_letter(self, queue: QueueRecord, consumer: PullConsumer) -> DeadLetter:
+    async def _dead_letter(self, queue: QueueRecord, consumer: PullConsumer) -> DeadLetter:
+        """The consumer's dead-letter queue; like Cloudflare, created if it is missing (it
+        may have been deleted since the consumer named it), so no message is lost."""
         dlq = consumer.dead_letter_queue
-        return DeadLetter(self.store.queue(dlq, queue.account) if dlq else None)
+        if not dlq:
+            return DeadLetter(None)
+        found = self.store.queue(dlq, queue.account)
+        if found is None:
+            async with self.admin_lock:
+                found = self.store.queue(dlq, queue.account) or await self.store.ensure_queue(
+                    dlq, queue.account, None, self.clock()
+                )
+        return DeadLetter(found)
 
     async def pull(
         self,
@@ -110,11 +130,15 @@ class PullService:
         wait_ms: int = 0,
     ) -> Pulled:
         """Lease up to ``batch_size`` ready messages; with ``wait_ms``, hold until some
-        arrive (woken by commits) or the wait ends."""
+        arrive (woken by commits, or when a delay or a lease runs out) or the wait ends."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
         while True:
             woken = self.store.watch(queue)
+            current = self.store.queue_by_id(queue.queue_id)
+            if current is None or current.settings.delivery_paused or self._closing.is_set():
+                # deleted or paused while this pull waited: it gets nothing more
+                return Pulled([], [], [], await self.store.backlog(queue))
             now = self.clock()
             claimed = await self.store.claim(
                 queue,
@@ -122,7 +146,7 @@ class PullService:
                 now,
                 now + visibility_ms,
                 consumer.max_retries + 1,
-                self._dead_letter(queue, consumer),
+                await self._dead_letter(queue, consumer),
                 LeaseKind.PULL,
             )
             good = [d for d in claimed.deliveries if d.content_type != "v8"]
@@ -133,10 +157,20 @@ class PullService:
             if good or refused or left <= 0:
                 backlog = await self.store.backlog(queue)
                 return Pulled(good, refused, claimed.exhausted, backlog)
+            # Commits wake us; a message that is only delayed or leased becomes ready
+            # without one, so also wake when the next of those is due.
+            upcoming = (await self.store.ready(queue, now, 1)).next_visible_ms
+            if upcoming is not None:
+                left = min(left, max(upcoming - now, 1) / 1000)
+            waits = {
+                asyncio.ensure_future(woken.wait()),
+                asyncio.ensure_future(self._closing.wait()),
+            }
             try:
-                await asyncio.wait_for(woken.wait(), left)
-            except TimeoutError:
-                pass
+                await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
 
     def lease_id(self, queue: QueueRecord, d: Delivery) -> str:
         return self.signer.issue("lease", queue, d.seq, d.id, d.attempts)
@@ -172,7 +206,7 @@ class PullService:
                 delay = consumer.retry_delay_s if delay_s is None else delay_s
                 retry_rows.append((token.seq, now + delay * 1000))
         settled = await self.store.settle(
-            queue, ack_seqs, retry_rows, dead, self._dead_letter(queue, consumer), now
+            queue, ack_seqs, retry_rows, dead, await self._dead_letter(queue, consumer), now
         )
         return AckResult(
             settled.acked, settled.retried + settled.dead_lettered + settled.deleted, warnings

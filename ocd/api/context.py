@@ -37,7 +37,8 @@ class ApiContext:
     # (account, queue) -> workers whose producer bindings name it in the config
     producers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     worker_consumers: dict[tuple[str, str], WorkerConsumer] = field(default_factory=dict)
-    # (account, queue) -> workers whose config names it in any way (also as a DLQ)
+    # (account, queue) -> what in the config file names it: "worker <name>" for a worker
+    # that binds it in any way (also as a DLQ), "[[queues]]" for a declaration
     bound: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     @classmethod
@@ -59,7 +60,10 @@ class ApiContext:
             named = [p.queue for p in w.producers] + [c.queue for c in w.consumers]
             named += [c.dead_letter_queue for c in w.consumers if c.dead_letter_queue]
             for name in dict.fromkeys(named):
-                ctx.bound.setdefault((w.account, name), []).append(w.name)
+                ctx.bound.setdefault((w.account, name), []).append(f"worker {w.name}")
+        for q in config.queues:
+            if q.declared:
+                ctx.bound.setdefault((q.account, q.name), []).append("[[queues]]")
         return ctx
 
     def account(self, request: web.Request) -> str:
@@ -103,7 +107,7 @@ class ApiContext:
         }
 
     def bound_by(self, q: QueueRecord) -> list[str]:
-        """Workers whose config binds this queue: it cannot be deleted or renamed."""
+        """What in the config file names this queue: it cannot be deleted or renamed."""
         return self.bound.get((q.account, q.name), [])
 
     def consumer_json(self, q: QueueRecord) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from ocd.api.envelope import (
     CONSUMER_NOT_FOUND,
     QUEUE_EXISTS,
     QUEUE_IN_USE,
+    QUEUE_NOT_FOUND,
     ApiError,
     invalid,
     ok,
@@ -74,9 +75,10 @@ class QueueRoutes:
         name = _queue_name(f, required=True)
         assert name is not None
         settings = _settings(f, QueueSettings())
-        if self.ctx.store.queue(name, account) is not None:
-            raise ApiError(409, QUEUE_EXISTS, f"A queue named {name} already exists")
-        q = await self.ctx.store.ensure_queue(name, account, settings, self.ctx.clock())
+        async with self.ctx.pull.admin_lock:  # a concurrent create of the same name gets a 409
+            if self.ctx.store.queue(name, account) is not None:
+                raise ApiError(409, QUEUE_EXISTS, f"A queue named {name} already exists")
+            q = await self.ctx.store.ensure_queue(name, account, settings, self.ctx.clock())
         return ok(self.ctx.queue_json(q))
 
     async def list(self, request: web.Request) -> web.Response:
@@ -113,28 +115,43 @@ class QueueRoutes:
         q = self.ctx.queue(request)
         f = Fields(await json_object(request), known=("queue_name", "settings", "jurisdiction"))
         name = _queue_name(f, required=False)
-        settings = _settings(f, QueueSettings() if full else q.settings)
-        if name is not None and name != q.name:
-            self._not_bound(q, "renamed")
-            if self.ctx.store.queue(name, q.account) is not None:
-                raise ApiError(409, QUEUE_EXISTS, f"A queue named {name} already exists")
-        q = await self.ctx.store.update_queue(q, settings, self.ctx.clock(), name)
+        _settings(f, QueueSettings())  # reject a bad body before waiting for the lock
+        # Read-modify-write under the lock: two concurrent PATCHes must not undo each other,
+        # and a rename must not race a create of the same name.
+        async with self.ctx.pull.admin_lock:
+            current = self._current(q)
+            settings = _settings(f, QueueSettings() if full else current.settings)
+            if name is not None and name != current.name:
+                self._not_bound(current, "renamed")
+                if self.ctx.store.queue(name, current.account) is not None:
+                    raise ApiError(409, QUEUE_EXISTS, f"A queue named {name} already exists")
+            q = await self.ctx.store.update_queue(current, settings, self.ctx.clock(), name)
         return ok(self.ctx.queue_json(q))
 
     async def delete(self, request: web.Request) -> web.Response:
         q = self.ctx.queue(request)
-        self._not_bound(q, "deleted")
-        await self.ctx.store.delete_queue(q)
+        async with self.ctx.pull.admin_lock:
+            q = self._current(q)
+            self._not_bound(q, "deleted")
+            await self.ctx.store.delete_queue(q)
         return ok(None)
 
+    def _current(self, q: QueueRecord) -> QueueRecord:
+        """``q`` as it is now (the caller holds ``pull.admin_lock``): it may have been
+        changed or deleted while the request body was read or the lock awaited."""
+        current = self.ctx.store.queue_by_id(q.queue_id)
+        if current is None:
+            raise ApiError(404, QUEUE_NOT_FOUND, f"Queue not found: {q.name}")
+        return current
+
     def _not_bound(self, q: QueueRecord, verb: str) -> None:
-        workers = self.ctx.bound_by(q)
-        if workers:
+        named_by = self.ctx.bound_by(q)
+        if named_by:
             raise ApiError(
                 409,
                 QUEUE_IN_USE,
-                f"queue {q.name} cannot be {verb}: worker(s) {', '.join(workers)} use it in "
-                "ocd's config file; remove it there and reload first",
+                f"queue {q.name} cannot be {verb}: ocd's config file names it "
+                f"({', '.join(named_by)}); remove it there and reload first",
             )
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -192,36 +209,41 @@ class QueueRoutes:
 
     async def create_consumer(self, request: web.Request) -> web.Response:
         q = self.ctx.queue(request)
-        if self.ctx.consumer_json(q) is not None:
-            raise ApiError(
-                409,
-                CONSUMER_EXISTS,
-                f"queue {q.name} already has a consumer; a queue has one consumer at a time",
-            )
-        return ok(await self._put_consumer(request, q, None))
+        consumer = await self._consumer_input(request, q)
+        async with self.ctx.pull.admin_lock:  # of two concurrent creates, one gets the 409
+            q = self._current(q)
+            if self.ctx.consumer_json(q) is not None:
+                raise ApiError(
+                    409,
+                    CONSUMER_EXISTS,
+                    f"queue {q.name} already has a consumer; a queue has one consumer at a time",
+                )
+            return ok(await self._put_consumer(q, consumer))
 
     async def update_consumer(self, request: web.Request) -> web.Response:
         """PUT updates the pull consumer, or creates it ("updates or creates")."""
         q = self.ctx.queue(request)
-        existing = self.ctx.consumer_json(q)
-        if existing is not None and existing["consumer_id"] != request.match_info["consumer_id"]:
-            raise ApiError(404, CONSUMER_NOT_FOUND, "Consumer not found")
-        return ok(await self._put_consumer(request, q, existing))
+        consumer = await self._consumer_input(request, q)
+        async with self.ctx.pull.admin_lock:
+            q = self._current(q)
+            existing = self.ctx.consumer_json(q)
+            if existing is not None and existing["type"] == "worker":
+                raise _worker_consumer_refused()
+            if (
+                existing is not None
+                and existing["consumer_id"] != request.match_info["consumer_id"]
+            ):
+                raise ApiError(404, CONSUMER_NOT_FOUND, "Consumer not found")
+            return ok(await self._put_consumer(q, consumer))
 
-    async def _put_consumer(
-        self, request: web.Request, q: QueueRecord, existing: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    async def _consumer_input(self, request: web.Request, q: QueueRecord) -> PullConsumer:
         f = Fields(
             await json_object(request),
             known=("type", "dead_letter_queue", "settings", "script_name", "environment_name"),
         )
         kind = f.string("type", "http_pull")
-        if kind == "worker" or (existing is not None and existing["type"] == "worker"):
-            raise invalid(
-                "worker consumers are configured in ocd's config file "
-                "([[workers.queues.consumers]]), not over the API",
-                "/type",
-            )
+        if kind == "worker":
+            raise _worker_consumer_refused()
         if kind != "http_pull":
             raise invalid('type must be "http_pull"', "/type")
         s = f.object(
@@ -236,7 +258,7 @@ class QueueRoutes:
                     f'dead letter queue for queue "{q.name}" cannot be itself',
                     "/dead_letter_queue",
                 )
-        consumer = PullConsumer(
+        return PullConsumer(
             q.key,
             secrets.token_hex(16),
             self.ctx.clock(),
@@ -246,6 +268,10 @@ class QueueRoutes:
             s.integer("visibility_timeout_ms", 1, 43_200_000, 30_000),
             s.integer("retry_delay", 0, 86_400, 0),
         )
+
+    async def _put_consumer(self, q: QueueRecord, consumer: PullConsumer) -> dict[str, Any]:
+        """Store it; the caller holds ``pull.admin_lock``."""
+        dlq = consumer.dead_letter_queue
         if dlq is not None:  # like Cloudflare, a missing dead-letter queue is created
             await self.ctx.store.ensure_queue(dlq, q.account, None, self.ctx.clock())
         stored = await self.ctx.store.put_pull_consumer(q, consumer)
@@ -260,14 +286,25 @@ class QueueRoutes:
                 f"the consumer of {q.name} is worker {c['script_name']} in ocd's config file; "
                 "remove it there",
             )
-        await self.ctx.store.delete_pull_consumer(q)
+        async with self.ctx.pull.admin_lock:
+            await self.ctx.store.delete_pull_consumer(self._current(q))
         return ok(None)
+
+
+def _worker_consumer_refused() -> ApiError:
+    return invalid(
+        "worker consumers are configured in ocd's config file "
+        "([[workers.queues.consumers]]), not over the API",
+        "/type",
+    )
 
 
 def _query_int(request: web.Request, key: str, default: int, lo: int, hi: int) -> int:
     raw = request.query.get(key)
     if raw is None:
         return default
-    if not raw.isdigit() or not lo <= int(raw) <= hi:
+    # ASCII only: "²".isdigit() is true but int() refuses it; a short string: int() refuses
+    # thousands of digits.
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9) or not lo <= int(raw) <= hi:
         raise invalid(f"query parameter {key} must be an integer {lo}..{hi}")
     return int(raw)

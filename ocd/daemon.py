@@ -277,6 +277,8 @@ class Daemon:
         if self._runner is not None:
             for site in list(self._runner.sites):
                 await site.stop()  # stop accepting new connections
+        if self.api is not None:
+            self.api.pull.close()  # long polls answer now instead of holding the drain
         for d in self.dispatchers.values():
             d.stop_claiming()
         # A dispatcher may be between claiming and starting a batch: let its loop finish

@@ -61,7 +61,10 @@ INSERT_QUEUE = """
 INSERT INTO queues (account, name, queue_id, created_ms, modified_ms,
                     delivery_delay_s, retention_s, paused)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (account, name) DO NOTHING
 """
+
+SELECT_QUEUE = SELECT_QUEUES + " WHERE account = ? AND name = ?"
 
 UPDATE_QUEUE = """
 UPDATE queues SET name = ?, modified_ms = ?, delivery_delay_s = ?, retention_s = ?, paused = ?

@@ -392,13 +392,12 @@ class SqliteStore:
         s = settings or QueueSettings()
 
         async def insert(tx: _Tx) -> QueueRecord:
-            qid = secrets.token_hex(16)
-            cur = await tx.conn.execute(
+            # Two creates of one name may share a group: the second finds the first's row.
+            await tx.conn.execute(
                 sql.INSERT_QUEUE,
-                (account, name, qid, now_ms, now_ms, *_settings_row(s)),
+                (account, name, secrets.token_hex(16), now_ms, now_ms, *_settings_row(s)),
             )
-            assert cur.lastrowid is not None
-            return QueueRecord(cur.lastrowid, account, name, qid, now_ms, now_ms, s)
+            return _queue_from_row(await _one(tx.conn, sql.SELECT_QUEUE, (account, name)))
 
         record: QueueRecord = await self._submit(_Call(insert))
         self._remember(record)
@@ -417,8 +416,11 @@ class SqliteStore:
             tx.notify.add(queue.key)
 
         await self._submit(_Call(update))
-        record = dataclasses.replace(queue, name=name, modified_ms=now_ms, settings=settings)
-        self._queues.pop((queue.account, queue.name), None)
+        # From the record as it is now, not the caller's copy: a purge or another update
+        # may have landed meanwhile.
+        current = self._by_key.get(queue.key, queue)
+        record = dataclasses.replace(current, name=name, modified_ms=now_ms, settings=settings)
+        self._queues.pop((current.account, current.name), None)
         self._remember(record)
         return record
 

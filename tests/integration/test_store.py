@@ -249,3 +249,9 @@ async def test_purge_records_when_it_ran(store):
     await store.enqueue(q, msgs(2))
     assert await store.purge(q, T0 + 9) == 2
     assert store.queue("jobs").purged_ms == T0 + 9
+
+
+async def test_concurrent_creates_of_one_name_make_one_queue(store):
+    made = await asyncio.gather(*(store.ensure_queue("same", "local", None, T0) for _ in range(5)))
+    assert len({q.key for q in made}) == 1
+    assert [q.name for q in store.queues()].count("same") == 1

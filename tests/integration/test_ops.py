@@ -33,6 +33,7 @@ def value(samples, name, **labels):
 async def test_metrics_count_what_happened(start_daemon):
     d = await start_daemon(consumers=CONSUMER)
     await d.post("/send-batch", {"messages": [{"body": {"n": i}} for i in range(3)]})
+    await eventually(lambda: len(d.records("jobs")) == 3)  # not in one batch with the next
     await d.send({"fail": True})
     await d.send({"n": "later"}, delaySeconds=3600)
     jobs = {"account": "local", "queue": "jobs"}

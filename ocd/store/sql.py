@@ -134,17 +134,19 @@ RETURNING seq, id, content_type, body, sent_ms, attempts
 """
 
 # Every statement that names messages by seq also names their queue: a seq that has since
-# moved to a dead-letter queue is out of reach of a stale lease on the old one.
+# moved to a dead-letter queue is out of reach of a stale lease on the old one. The unary
+# "+" keeps SQLite from using a queue index for that test (it would walk the whole queue)
+# instead of looking the seqs up by primary key.
 RETRY = """
-UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = ? AND queue = ?
+UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = ? AND +queue = ?
 """
 
-DELETE_SEQS = "DELETE FROM messages WHERE queue = ? AND seq IN ({marks}) RETURNING size"
+DELETE_SEQS = "DELETE FROM messages WHERE +queue = ? AND seq IN ({marks}) RETURNING size"
 
 # Same id and timestamp in the dead-letter queue; attempts start again.
 MOVE_SEQS = """
 UPDATE messages SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL
-WHERE queue = ? AND seq IN ({marks})
+WHERE +queue = ? AND seq IN ({marks})
 RETURNING size, sent_ms
 """
 
@@ -152,7 +154,7 @@ RETURNING size, sent_ms
 RELEASE_SEQS = """
 UPDATE messages
 SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = NULL
-WHERE lease_kind = ? AND queue = ? AND seq IN ({marks})
+WHERE lease_kind = ? AND +queue = ? AND seq IN ({marks})
 """
 
 EXPIRE = """

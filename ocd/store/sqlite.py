@@ -76,6 +76,12 @@ class _Tx:
 
 
 class _Op:
+    # Must this operation be on disk (fsync) before its caller hears back? Sends and queue
+    # changes must. Claims, acks and retries need not: after a power loss (not a crash: the
+    # OS still has them) losing one only means a redelivery, which at-least-once allows, and
+    # the next durable commit syncs them anyway.
+    durable = True
+
     def __init__(self) -> None:
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.result: Any = None
@@ -111,10 +117,11 @@ class _Enqueue(_Op):
 class _Call(_Op):
     """Any other write: a coroutine function run inside the group's transaction."""
 
-    def __init__(self, fn: Any, *args: Any) -> None:
+    def __init__(self, fn: Any, *args: Any, durable: bool = True) -> None:
         super().__init__()
         self.fn = fn
         self.args = args
+        self.durable = durable
 
     async def apply(self, tx: _Tx) -> None:
         self.result = await self.fn(tx, *self.args)
@@ -148,6 +155,7 @@ class SqliteStore:
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._closing = False
+        self._sync = "FULL" if durability == "full" else "NORMAL"
         self.commits = 0
         self.committed_ops = 0
         self.on_commit: Callable[[int], None] | None = None  # ops per commit, for metrics
@@ -318,6 +326,11 @@ class SqliteStore:
         assert self._w is not None
         conn = self._w
         tx = _Tx(conn)
+        if self.durability == "full":
+            sync = "FULL" if any(op.durable for op in ops) else "NORMAL"
+            if sync != self._sync:
+                await conn.execute(f"PRAGMA synchronous={sync}")
+                self._sync = sync
         await conn.execute("BEGIN IMMEDIATE")
         try:
             enqueues = [op for op in ops if isinstance(op, _Enqueue)]
@@ -543,7 +556,7 @@ class SqliteStore:
             deliveries.sort(key=lambda d: d.seq)
             return Claimed(deliveries, exhausted)
 
-        result: Claimed = await self._submit(_Call(claim))
+        result: Claimed = await self._submit(_Call(claim, durable=False))
         return result
 
     async def settle(
@@ -567,7 +580,7 @@ class SqliteStore:
             moved, deleted = await self._dead_letter(tx, queue, dead, dead_letter, now_ms)
             return Settled(acked, retried, moved, deleted)
 
-        result: Settled = await self._submit(_Call(settle))
+        result: Settled = await self._submit(_Call(settle, durable=False))
         return result
 
     async def _delete(self, tx: _Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:
@@ -627,7 +640,7 @@ class SqliteStore:
             tx.notify.add(queue.key)
             return n
 
-        result: int = await self._submit(_Call(release))
+        result: int = await self._submit(_Call(release, durable=False))
         return result
 
     async def expire(self, now_ms: int, batch: int = 5000) -> dict[tuple[str, str], int]:
@@ -644,7 +657,7 @@ class SqliteStore:
 
             total = 0
             while True:
-                n: int = await self._submit(_Call(expire))
+                n: int = await self._submit(_Call(expire, durable=False))
                 total += n
                 if n < batch:
                     break

@@ -126,10 +126,9 @@ class MessageRoutes:
         consumer = self._pull_consumer(q)
         batch_size = f.integer("batch_size", 1, 100, 5)
         visibility = f.integer("visibility_timeout_ms", 1, 43_200_000, None)
-        if visibility is None:  # the older name of the same setting
-            visibility = f.integer("visibility_timeout", 1, 43_200_000, None)
+        older = f.integer("visibility_timeout", 1, 43_200_000, None)  # the older name
         if visibility is None:
-            visibility = consumer.visibility_timeout_ms
+            visibility = older if older is not None else consumer.visibility_timeout_ms
         wait_ms = f.integer("wait_ms", 0, MAX_WAIT_MS, 0)
         if q.settings.delivery_paused:
             raise ApiError(409, QUEUE_DISABLED, "queue_delivery_paused")

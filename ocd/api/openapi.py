@@ -1,19 +1,311 @@
-"""The OpenAPI 3 document of everything ocd serves under /client/v4."""
+"""The OpenAPI 3.1 document of everything ocd serves under /client/v4.
+
+The bodies' schemas live in ``ocd.api.schemas``; this module adds the routes, their
+parameters, and which error codes each can answer with. ``tests/integration/test_openapi.py``
+checks the document against the router both ways and the responses against their schemas;
+``tests/integration/test_api_fuzz.py`` checks that no request the schemas reject is accepted.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
+import importlib.metadata
+import json
 from typing import Any
 
 from aiohttp import web
 
+from ocd.api.envelope import (
+    AUTH_ERROR,
+    BODY_INVALID,
+    BODY_MALFORMED,
+    CONSUMER_EXISTS,
+    CONSUMER_NOT_FOUND,
+    INTERNAL,
+    MESSAGE_METADATA_INVALID,
+    METHOD_NOT_ALLOWED,
+    NO_PULL_CONSUMER,
+    QUEUE_DISABLED,
+    QUEUE_EXISTS,
+    QUEUE_IN_USE,
+    QUEUE_NOT_FOUND,
+    ROUTE_NOT_FOUND,
+)
+from ocd.api.schemas import SCHEMAS, Schema, array, error_item, obj, ref, string
+from ocd.producer import (
+    BATCH_COUNT_OUT_OF_BOUNDS,
+    BATCH_SIZE_OUT_OF_BOUNDS,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_MESSAGES,
+    MAX_MESSAGE_BYTES,
+    MESSAGE_SIZE_OUT_OF_BOUNDS,
+)
 
-def document() -> dict[str, Any]:
+CODES: dict[int, str] = {
+    AUTH_ERROR: "authentication error: a missing or wrong bearer token, or an account the "
+    "token does not open (all three look the same)",
+    MESSAGE_METADATA_INVALID: "a message's content_type is not json or text",
+    MESSAGE_SIZE_OUT_OF_BOUNDS: f"a message is larger than {MAX_MESSAGE_BYTES} bytes encoded",
+    BATCH_SIZE_OUT_OF_BOUNDS: f"a batch is larger than {MAX_BATCH_BYTES} bytes encoded",
+    BATCH_COUNT_OUT_OF_BOUNDS: f"a batch has more than {MAX_BATCH_MESSAGES} messages",
+    BODY_INVALID: "the request is well-formed JSON but a field is missing, unknown, of the "
+    "wrong type or out of range (errors[].source.pointer names it); also a body over 1 MiB",
+    BODY_MALFORMED: "the request body is empty where one is required, not JSON, nested too "
+    "deeply, or not in its Content-Encoding",
+    QUEUE_DISABLED: "the queue's delivery is paused (message: queue_delivery_paused)",
+    QUEUE_NOT_FOUND: "no queue with that id or name in this account",
+    CONSUMER_NOT_FOUND: "the queue has no consumer with that id",
+    CONSUMER_EXISTS: "the queue already has a consumer; a queue has one at a time",
+    QUEUE_IN_USE: "the queue (or its consumer) is named in ocd's config file, so it cannot be "
+    "deleted or renamed over the API",
+    QUEUE_EXISTS: "a queue with that name already exists in this account",
+    NO_PULL_CONSUMER: "the queue has no HTTP pull consumer",
+    ROUTE_NOT_FOUND: "no route for that path (any path under /client/v4)",
+    METHOD_NOT_ALLOWED: "the path exists but not with that method (any path under /client/v4)",
+    INTERNAL: "an unexpected server error; the daemon logs it with event api_failed",
+}
+
+# ------------------------------------------------------------------------ responses
+
+
+def success(result: Schema, *, paged: bool = False) -> Schema:
+    envelope = obj(
+        {
+            "success": {"const": True},
+            "errors": array(ref("ErrorItem"), maxItems=0),
+            "messages": array(string(), description="Notes, e.g. v8 messages a pull skipped."),
+            "result": result,
+        },
+        ("success", "errors", "messages", "result"),
+    )
+    if paged:
+        envelope["properties"]["result_info"] = ref("ResultInfo")
+        envelope["required"].append("result_info")
+    return {"description": "Success.", "content": {"application/json": {"schema": envelope}}}
+
+
+STATUS_TEXT = {
+    400: "Bad request",
+    403: "Forbidden",
+    404: "Not found",
+    409: "Conflict",
+    413: "Request body over 1 MiB",
+    500: "Internal error",
+}
+
+
+def failure(status: int, codes: list[int]) -> Schema:
+    lines = "".join(f"\n- `{c}`: {CODES[c]}" for c in codes)
+    envelope = obj(
+        {
+            "success": {"const": False},
+            "errors": array(error_item(codes), minItems=1),
+            "messages": array(string()),
+            "result": {"type": "null"},
+        },
+        ("success", "errors", "messages", "result"),
+    )
     return {
-        "openapi": "3.0.3",
-        "info": {"title": "ocd Queues API", "version": "0.1.0"},
-        "paths": {},
+        "description": f"{STATUS_TEXT[status]}. Error codes:{lines}",
+        "content": {"application/json": {"schema": envelope}},
     }
 
 
+def result(name: str) -> Schema:
+    return success(ref(name))
+
+
+SEND_CODES = [MESSAGE_METADATA_INVALID, MESSAGE_SIZE_OUT_OF_BOUNDS]
+BATCH_CODES = [*SEND_CODES, BATCH_SIZE_OUT_OF_BOUNDS, BATCH_COUNT_OUT_OF_BOUNDS]
+SEND_NOTE = "Goes through the same producer as worker bindings: same limits, same codes."
+
+# ------------------------------------------------------------------------ operations
+
+Operation = tuple[str, str, Schema]  # method, path, operation object
+
+
+def operation(
+    method: str,
+    path: str,
+    op_id: str,
+    summary: str,
+    ok: Schema,
+    *,
+    body: str | None = None,
+    body_required: bool = True,
+    errors: dict[int, list[int]] | None = None,
+    **extra: Any,
+) -> Operation:
+    """One operation. Every one can fail with 403 (auth) and 500; one under a queue with
+    404 (no such queue); one with a body with 400 and 413 for the body's own problems."""
+    codes: dict[int, list[int]] = {403: [AUTH_ERROR]}
+    if "{queue_id}" in path:
+        codes[404] = [QUEUE_NOT_FOUND]
+    if body is not None:
+        codes[400] = [BODY_INVALID, BODY_MALFORMED]
+        codes[413] = [BODY_INVALID]
+    for status, more in (errors or {}).items():
+        codes[status] = [*codes.get(status, []), *more]
+    codes[500] = [INTERNAL]
+    op: Schema = {"operationId": op_id, "tags": [op_id.split("-")[0].title()], "summary": summary}
+    op.update(extra)
+    if body is not None:
+        op["requestBody"] = {
+            "required": body_required,
+            "content": {"application/json": {"schema": ref(body)}},
+        }
+    op["responses"] = {"200": ok} | {str(s): failure(s, codes[s]) for s in sorted(codes)}
+    return method, path, op
+
+
+def param(name: str, description: str, where: str = "path", **schema: Any) -> Schema:
+    return {
+        "name": name,
+        "in": where,
+        "required": where == "path",
+        "description": description,
+        "schema": {"type": "string", **schema},
+    }
+
+
+PATH_PARAMS = {
+    "account_id": param("account_id", '"local" when ocd has no [[accounts]] configured.'),
+    "queue_id": param("queue_id", "The queue's 32-hex id, or its name."),
+    "consumer_id": param("consumer_id", "The consumer's 32-hex id."),
+}
+
+LIST_QUERY = [
+    {
+        "name": "name",
+        "in": "query",
+        "description": "Only queues with one of these names (repeatable).",
+        "schema": array(string()),
+        "style": "form",
+        "explode": True,
+    },
+    param("page", "1-based page.", "query", type="integer", minimum=1, maximum=1_000_000),
+    param("per_page", "Queues per page (100).", "query", type="integer", minimum=1, maximum=1000),
+]
+
+Q = "/accounts/{account_id}/queues"
+ONE = Q + "/{queue_id}"
+C = ONE + "/consumers"
+M = ONE + "/messages"
+
+OPERATIONS: list[Operation] = [
+    operation("post", Q, "queues-create", "Create a queue", result("Queue"),
+              body="QueueCreate", errors={409: [QUEUE_EXISTS]}),
+    operation("get", Q, "queues-list", "List the account's queues",
+              success(array(ref("Queue")), paged=True),
+              errors={400: [BODY_INVALID]}, parameters=LIST_QUERY),
+    operation("get", ONE, "queues-get", "Get a queue", result("Queue")),
+    operation("put", ONE, "queues-update", "Replace a queue's name and settings",
+              result("Queue"), body="QueueChange", errors={409: [QUEUE_IN_USE, QUEUE_EXISTS]}),
+    operation("patch", ONE, "queues-edit", "Change some of a queue's name and settings",
+              result("Queue"), body="QueueChange", errors={409: [QUEUE_IN_USE, QUEUE_EXISTS]}),
+    operation("delete", ONE, "queues-delete", "Delete a queue and its messages",
+              success({"type": "null"}), errors={409: [QUEUE_IN_USE]}),
+    operation("get", ONE + "/metrics", "queues-metrics", "Backlog of a queue", result("Metrics")),
+    operation("post", ONE + "/purge", "queues-purge", "Delete every message of a queue",
+              result("Queue"), body="PurgeInput"),
+    operation("get", ONE + "/purge", "queues-purge-status", "Status of the last purge",
+              result("PurgeStatus")),
+    operation("post", C, "consumers-create", "Add an HTTP pull consumer",
+              result("PullConsumer"), body="ConsumerInput", errors={409: [CONSUMER_EXISTS]}),
+    operation("get", C, "consumers-list", "The queue's consumer, if any",
+              success(array(ref("Consumer"), maxItems=1))),
+    operation("get", C + "/{consumer_id}", "consumers-get", "Get a consumer",
+              result("Consumer"), errors={404: [CONSUMER_NOT_FOUND]}),
+    operation("put", C + "/{consumer_id}", "consumers-update",
+              "Replace the HTTP pull consumer, or create it if the queue has none",
+              result("PullConsumer"), body="ConsumerInput", errors={404: [CONSUMER_NOT_FOUND]}),
+    operation("delete", C + "/{consumer_id}", "consumers-delete", "Remove the HTTP pull consumer",
+              success({"type": "null"}),
+              errors={404: [CONSUMER_NOT_FOUND], 409: [QUEUE_IN_USE]}),
+    operation("post", M, "messages-push", "Send one message", result("SendResult"),
+              body="MessageInput", errors={400: SEND_CODES}, description=SEND_NOTE),
+    operation("post", M + "/batch", "messages-push-batch", "Send up to 100 messages, all or none",
+              result("SendResult"), body="BatchInput", errors={400: BATCH_CODES},
+              description=SEND_NOTE),
+    operation("post", M + "/pull", "messages-pull", "Lease ready messages", result("PullResult"),
+              body="PullInput", body_required=False,
+              errors={400: [NO_PULL_CONSUMER], 409: [QUEUE_DISABLED]}),
+    operation("post", M + "/ack", "messages-ack", "Acknowledge or retry pulled messages",
+              result("AckResult"), body="AckInput", body_required=False,
+              errors={400: [NO_PULL_CONSUMER]}),
+    operation("post", M + "/peek", "messages-peek", "Look at ready messages without leasing them",
+              result("PeekResult"), body="PeekInput", body_required=False),
+    operation("post", M + "/purge", "messages-purge", "Delete peeked messages by ref",
+              result("RefsPurged"), body="PurgeRefsInput"),
+]  # fmt: skip
+
+OPENAPI_GET: Schema = {
+    "operationId": "meta-openapi",
+    "tags": ["Meta"],
+    "summary": "This document",
+    "security": [],
+    "responses": {
+        "200": {
+            "description": "The OpenAPI document (not wrapped in the envelope).",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+}
+
+
+def paths() -> dict[str, Schema]:
+    items: dict[str, Schema] = {}
+    for method, path, op in OPERATIONS:
+        if path not in items:
+            names = [n for n in PATH_PARAMS if "{" + n + "}" in path]
+            items[path] = {"parameters": [PATH_PARAMS[n] for n in names]}
+        items[path][method] = op
+    items["/openapi.json"] = {"get": OPENAPI_GET}
+    return items
+
+
+DESCRIPTION = """\
+Cloudflare's Queues REST API as ocd serves it. Every response but this document's is
+Cloudflare's envelope `{success, errors[{code, message, source?{pointer}}], messages,
+result}`. Error codes:
+""" + "".join(f"\n- `{code}`: {text}" for code, text in sorted(CODES.items()))
+
+BEARER = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "A token whose SHA-256 ocd's config lists for the account. With no "
+    "[[accounts]] configured, the only account is `local` and no token is checked.",
+}
+
+
+def document() -> dict[str, Any]:
+    try:
+        version = importlib.metadata.version("ocd")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0.0.0"
+    return copy.deepcopy(
+        {
+            "openapi": "3.1.0",
+            "info": {"title": "ocd Queues API", "version": version, "description": DESCRIPTION},
+            "servers": [{"url": "/client/v4"}],
+            "security": [{"bearerAuth": []}],
+            "tags": [
+                {"name": "Queues"},
+                {"name": "Consumers"},
+                {"name": "Messages", "description": "Push, and the HTTP pull consumer protocol."},
+                {"name": "Meta"},
+            ],
+            "paths": paths(),
+            "components": {"schemas": SCHEMAS, "securitySchemes": {"bearerAuth": BEARER}},
+        }
+    )
+
+
+@functools.cache
+def _text() -> str:
+    return json.dumps(document())
+
+
 async def handler(request: web.Request) -> web.Response:
-    return web.json_response(document())
+    return web.Response(text=_text(), content_type="application/json")

@@ -13,18 +13,33 @@ _MISSING: Any = object()
 
 
 async def json_object(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
-    raw = await request.read()
+    try:
+        raw = await request.read()
+    except web.RequestPayloadError:  # e.g. "Content-Encoding: gzip" on a body that is not
+        raise ApiError(
+            400,
+            BODY_MALFORMED,
+            "request body cannot be read: it does not match its Content-Encoding or "
+            "Transfer-Encoding",
+        ) from None
     if not raw.strip():
         if optional:
             return {}
         raise ApiError(400, BODY_MALFORMED, "request body is empty; expected a JSON object")
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as e:
         raise ApiError(400, BODY_MALFORMED, f"request body is not valid JSON: {e}") from None
+    except RecursionError:  # valid JSON, but nested deeper than the parser's stack allows
+        raise ApiError(400, BODY_MALFORMED, "request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise invalid("request body must be a JSON object")
     return data
+
+
+def _no_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; JSON (RFC 8259) and Cloudflare do not.
+    raise ValueError(f"{name} is not a JSON value")
 
 
 class Fields:
@@ -38,13 +53,14 @@ class Fields:
         if known is not None:
             for key in data:
                 if key not in known:
-                    raise invalid(f'unknown field "{key}"', f"{pointer}/{key}")
+                    raise invalid(f'unknown field "{key}"', self.where(key))
 
     def __contains__(self, key: str) -> bool:
         return key in self.data
 
     def where(self, key: str) -> str:
-        return f"{self.pointer}/{key}"
+        """The JSON pointer (RFC 6901) of ``key`` in this object."""
+        return f"{self.pointer}/{key.replace('~', '~0').replace('/', '~1')}"
 
     def integer(self, key: str, lo: int, hi: int, default: Any = _MISSING) -> Any:
         value = self.data.get(key, _MISSING)
@@ -57,7 +73,7 @@ class Fields:
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise invalid(
-                f'"{key}" must be an integer {lo}..{hi}, got {json.dumps(value)}', self.where(key)
+                f'"{key}" must be an integer {lo}..{hi}, got {_shown(value)}', self.where(key)
             )
         return value
 
@@ -94,3 +110,12 @@ class Fields:
     def object(self, key: str, known: tuple[str, ...] | None = None) -> Fields:
         value = self.data.get(key)
         return Fields({} if value is None else value, self.where(key), known)
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    """A rejected value as JSON for an error message, cut short: it may be huge or deep."""
+    try:
+        text = json.dumps(value)
+    except RecursionError:
+        text = f"a deeply nested {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,224 @@
+"""GET /client/v4/openapi.json: a valid OpenAPI 3.1 document that describes exactly the routes
+the API registers, and whose schemas the real responses satisfy."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from aiohttp import web
+from openapi_spec_validator import validate
+
+from ocd.api.app import PREFIX
+from ocd.api.openapi import document
+from tests.integration.conftest import Running
+from tests.openapi_schemas import DOC, problems, response_validator
+
+WORKER_CONSUMER = """
+[[workers.queues.consumers]]
+queue = "jobs"
+max_concurrency = 2
+"""
+
+
+def api_app(running: Running) -> web.Application:
+    runner = running.daemon._runner
+    assert runner is not None
+    for resource in runner.app.router.resources():
+        info = resource.get_info()
+        if info.get("prefix") == PREFIX:
+            app: web.Application = info["app"]
+            return app
+    raise AssertionError(f"no sub-application mounted at {PREFIX}")
+
+
+def registered(app: web.Application) -> set[tuple[str, str]]:
+    """(method, path relative to PREFIX) of every route; mounting prefixed the paths."""
+    routes = set()
+    for route in app.router.routes():
+        assert route.resource is not None and route.resource.canonical.startswith(PREFIX)
+        routes.add((route.method, route.resource.canonical.removeprefix(PREFIX)))
+    # aiohttp's add_get also answers HEAD on the same path; that HEAD is implied by the GET
+    return {(m, p) for m, p in routes if not (m == "HEAD" and ("GET", p) in routes)}
+
+
+def documented(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    methods = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+    return {(m.upper(), path) for path, item in doc["paths"].items() for m in item if m in methods}
+
+
+async def test_the_served_document_is_valid_openapi(start_daemon):
+    running = await start_daemon()
+    async with running.session.get(f"{running.base}{PREFIX}/openapi.json") as r:
+        assert r.status == 200
+        assert r.content_type == "application/json"
+        doc = await r.json()
+    validate(doc)  # raises with the offending path if the document is not valid OpenAPI
+    assert doc == json.loads(json.dumps(document()))
+    assert doc["openapi"].startswith("3.")
+    assert doc["servers"] == [{"url": PREFIX}]
+    assert doc["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+
+async def test_the_document_and_the_router_list_the_same_operations(start_daemon):
+    running = await start_daemon()
+    routes = registered(api_app(running))
+    ops = documented(DOC)
+    assert routes - ops == set(), "routes the OpenAPI document does not describe"
+    assert ops - routes == set(), "documented operations no route serves"
+    assert ("POST", "/accounts/{account_id}/queues/{queue_id}/messages/pull") in ops
+
+
+def test_every_path_parameter_is_declared_and_every_operation_named():
+    ids = []
+    for path, item in DOC["paths"].items():
+        declared = {p["name"] for p in item.get("parameters", []) if p["in"] == "path"}
+        assert declared == {part[1:-1] for part in path.split("/") if part.startswith("{")}, path
+        for method, op in item.items():
+            if method == "parameters":
+                continue
+            ids.append(op["operationId"])
+            assert op["responses"]["200"], (method, path)
+    assert len(ids) == len(set(ids))
+
+
+def test_error_codes_are_listed_per_status():
+    pull = DOC["paths"]["/accounts/{account_id}/queues/{queue_id}/messages/pull"]["post"]
+    responses = pull["responses"]
+    assert {"200", "400", "403", "404", "409", "413", "500"} == set(responses)
+    assert "`11010`" in responses["400"]["description"]
+    assert "`10252`" in responses["409"]["description"]
+    codes = responses["409"]["content"]["application/json"]["schema"]["properties"]["errors"]
+    assert codes["items"]["properties"]["code"]["enum"] == [10252]
+
+
+class Client:
+    """Calls operations by their documented path template and checks every response
+    against the document's schema for that status; remembers what it called."""
+
+    def __init__(self, running: Running) -> None:
+        self.running = running
+        self.ids = {"account_id": "local"}
+        self.seen: set[tuple[str, str]] = set()
+
+    async def call(
+        self,
+        method: str,
+        template: str,
+        body: Any = None,
+        *,
+        expect: int = 200,
+        data: bytes | None = None,
+        params: Any = None,
+        **ids: str,
+    ) -> Any:
+        url = self.running.base + PREFIX + template.format(**(self.ids | ids))
+        if body is not None:
+            data = json.dumps(body).encode()
+        payload = None if data is None else io.BytesIO(data)  # aiohttp warns on big raw bytes
+        async with self.running.session.request(method, url, data=payload, params=params) as r:
+            status, out = r.status, await r.json()
+        assert status == expect, (method, template, status, out)
+        validator = response_validator(method, template, status)
+        assert validator is not None, f"{method} {template} answered an undocumented {status}"
+        assert problems(validator, out) == [], (method, template, status, out)
+        if status < 300:
+            self.seen.add((method, template))
+        return out["result"]
+
+
+Q = "/accounts/{account_id}/queues"
+ONE = Q + "/{queue_id}"
+C = ONE + "/consumers"
+M = ONE + "/messages"
+
+
+async def test_real_responses_match_the_documented_schemas(start_daemon):
+    """One pass over every operation, successes and the documented failures alike."""
+    api = Client(await start_daemon(consumers=WORKER_CONSUMER))
+    call = api.call
+
+    work = await call("POST", Q, {"queue_name": "work", "settings": {"delivery_delay": 0}})
+    api.ids["queue_id"] = work["queue_id"]
+    await call("POST", Q, {"queue_name": "work"}, expect=409)
+    await call("POST", Q, {"queue_name": "no spaces"}, expect=400)
+    await call("POST", Q, data=b"", expect=400)
+    await call("POST", Q, data=b"{", expect=400)
+    listed = await call("GET", Q, params=[("name", "work"), ("name", "jobs"), ("per_page", "1")])
+    assert len(listed) == 1
+    await call("GET", Q, params={"page": "0"}, expect=400)
+    await call("GET", Q, account_id="someone-else", expect=403)
+
+    await call("GET", ONE)
+    await call("GET", ONE, queue_id="nope", expect=404)
+    jobs = await call("GET", ONE, queue_id="jobs")
+    assert jobs["consumers"][0]["type"] == "worker" and jobs["producers"]
+    await call("PUT", ONE, {"settings": {"message_retention_period": 3600}})
+    await call("PATCH", ONE, {"queue_name": "work", "settings": {"delivery_paused": False}})
+    await call("PATCH", ONE, {"queue_name": "renamed"}, queue_id="jobs", expect=409)
+    await call("PATCH", ONE, {"settings": {"delivery_delay": -1}}, expect=400)
+    await call("GET", ONE + "/metrics")
+
+    consumer = await call(
+        "POST",
+        C,
+        {"type": "http_pull", "dead_letter_queue": "work-dlq", "settings": {"batch_size": 5}},
+    )
+    api.ids["consumer_id"] = consumer["consumer_id"]
+    await call("POST", C, {"type": "http_pull"}, expect=409)
+    await call("GET", C)
+    await call("GET", C + "/{consumer_id}")
+    await call("GET", C + "/{consumer_id}", consumer_id="0" * 32, expect=404)
+    await call("PUT", C + "/{consumer_id}", {"settings": {"visibility_timeout_ms": 60_000}})
+    worker = (await call("GET", C, queue_id="jobs"))[0]
+    await call("GET", C + "/{consumer_id}", queue_id="jobs", consumer_id=worker["consumer_id"])
+    await call(
+        "DELETE",
+        C + "/{consumer_id}",
+        queue_id="jobs",
+        consumer_id=worker["consumer_id"],
+        expect=409,
+    )
+
+    await call("POST", M, {"body": {"n": 1}})
+    await call("POST", M, {"body": "words", "content_type": "text", "delay_seconds": 0})
+    await call("POST", M, {"body": 1, "content_type": "bytes"}, expect=400)
+    await call("POST", M, {"body": "x" * 130_000}, expect=400)
+    await call("POST", M, data=b'{"body": "' + b"x" * (1 << 20) + b'"}', expect=413)
+    await call("POST", M + "/batch", {"messages": [{"body": 2}, {"body": 3}], "delay_seconds": 0})
+    await call("POST", M + "/batch", {"messages": [{"body": 0}] * 101}, expect=400)
+    await call("POST", M + "/batch", {"messages": [{"body": "y" * 100_000}] * 3}, expect=400)
+
+    pulled = await call("POST", M + "/pull", {"batch_size": 2, "visibility_timeout_ms": 60_000})
+    leases = [m["lease_id"] for m in pulled["messages"]]
+    assert len(leases) == 2
+    acked = await call(
+        "POST",
+        M + "/ack",
+        {
+            "acks": [{"lease_id": leases[0]}],
+            "retries": [{"lease_id": leases[1]}, {"lease_id": "x"}],
+        },
+    )
+    assert acked["ackCount"] == 1 and acked["retryCount"] == 1 and acked["warnings"]
+    peeked = await call("POST", M + "/peek", {"batch_size": 10})
+    refs = [{"ref": m["ref"]} for m in peeked["messages"][:1]]
+    await call("POST", M + "/purge", {"refs": [*refs, {"ref": "bogus"}]})
+    await call("POST", M + "/pull", queue_id="work-dlq", expect=400)  # no pull consumer
+    await call("POST", M + "/ack", {"acks": []}, queue_id="work-dlq", expect=400)
+    await call("PATCH", ONE, {"settings": {"delivery_paused": True}})
+    await call("POST", M + "/pull", expect=409)
+
+    await call("POST", ONE + "/purge", {}, expect=400)
+    await call("GET", ONE + "/purge")
+    await call("POST", ONE + "/purge", {"delete_messages_permanently": True})
+    await call("GET", ONE + "/purge")
+
+    await call("DELETE", C + "/{consumer_id}")
+    await call("DELETE", ONE, queue_id="jobs", expect=409)
+    await call("DELETE", ONE)
+    await call("DELETE", ONE, expect=404)
+
+    missing = {op for op in documented(DOC) if op[1] != "/openapi.json"} - api.seen
+    assert missing == set(), "operations this walk never saw succeed"

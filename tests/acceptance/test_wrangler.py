@@ -17,7 +17,7 @@ listen = "127.0.0.1:0"
 data_dir = "data"
 
 [[workers]]
-wrangler = "{APPS / 'wrangler_project' / 'wrangler.toml'}"
+wrangler = "{APPS / "wrangler_project" / "wrangler.toml"}"
 routes = ["/"]
 """
     )

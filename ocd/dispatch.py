@@ -101,8 +101,11 @@ class Dispatcher:
                 due = timeout_at if due is None else min(due, timeout_at)
             if go and self._inflight and p.max_concurrency is None:
                 # Autoscaling adds a concurrent batch only for a full one, and not while
-                # the last batch failed.
+                # the last batch failed. Held back, wait for a batch to finish or a commit
+                # (the timeout has passed already: waiting on it would spin).
                 go = full and not self._last_failed
+                if not go:
+                    due = ready.next_visible_ms
             if not go:
                 wait_s = IDLE_RECHECK_S if due is None else max(0.0, (due - now) / 1000)
                 await self._sleep(woken, min(wait_s, IDLE_RECHECK_S))

@@ -752,8 +752,9 @@ async def _all(conn: aiosqlite.Connection, query: str, params: Any = ()) -> list
 
 
 async def _one(conn: aiosqlite.Connection, query: str, params: Any = ()) -> Any:
-    async with conn.execute(query, params) as cur:
-        return await cur.fetchone()
+    """The first row; one round trip to the connection's thread, not three."""
+    rows = await _all(conn, query, params)
+    return rows[0] if rows else None
 
 
 def _settings_row(s: QueueSettings) -> tuple[int, int, int]:

@@ -256,3 +256,35 @@ async def test_queue_without_consumer_keeps_messages(start_daemon):
     await d.daemon.shutdown()
     d2 = await start_daemon()
     assert (await d2.metrics())["backlogCount"] == 5
+
+
+async def test_a_held_back_batch_waits_without_spinning(start_daemon):
+    # Autoscaling holds a partial batch back while another is in flight. The dispatcher must
+    # then wait for the batch to finish, not re-read the queue in a loop.
+    consumers = """
+[[workers.queues.consumers]]
+queue = "jobs"
+max_batch_size = 5
+max_batch_timeout = 0
+"""
+    d = await start_daemon(consumers=consumers)
+    mod = d.module
+    mod.GATE = asyncio.Event()
+    await d.post("/send-batch", {"messages": [{"body": {"gate": True, "n": i}} for i in range(5)]})
+    await eventually(lambda: mod.INFLIGHT == 1)
+    await d.send({"n": "held"})  # one ready message: not a full batch
+    store = d.daemon.store
+    calls = 0
+    real_ready = store.ready
+
+    async def counting_ready(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        return await real_ready(*args, **kwargs)
+
+    store.ready = counting_ready
+    for _ in range(50):  # plenty of event-loop turns and I/O
+        assert (await d.metrics())["backlogCount"] == 6
+    assert calls <= 2, f"the dispatcher polled the queue {calls} times while held back"
+    mod.GATE.set()
+    await eventually(lambda: len(d.records("jobs")) == 6)

@@ -1,0 +1,296 @@
+"""Running a real ``ocd serve`` for the benchmarks: config, process, HTTP and statistics.
+
+The daemon runs with ``--log-level warning`` so that per-batch log lines cost nothing; the
+``started`` line is an info line, so the harness picks a free port itself and waits for
+``/__ocd/healthz`` instead of reading the port from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parent.parent
+WORKER = Path(__file__).resolve().parent / "apps" / "bench_worker.py"
+OCD_SERVE = (sys.executable, "-m", "ocd", "serve", "--log-format", "json", "--log-level", "warning")
+POLL_S = 0.02
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+STOP_TIMEOUT_S = 120.0
+
+
+class BenchError(Exception):
+    """A scenario could not complete (daemon died, timeout, bad answer)."""
+
+
+# ------------------------------------------------------------------------------ config
+
+
+@dataclass(frozen=True)
+class Consumer:
+    queue: str
+    max_batch_size: int = 100
+    max_batch_timeout_s: float = 0
+    max_retries: int = 3
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One daemon's config: the bench worker with a producer binding per queue."""
+
+    data_dir: Path
+    producers: dict[str, str]  # binding -> queue
+    consumers: tuple[Consumer, ...] = ()
+    vars: dict[str, int] = field(default_factory=dict)
+
+    def toml(self, port: int) -> str:
+        lines = [
+            "[server]",
+            f'listen = "127.0.0.1:{port}"',
+            f'data_dir = "{self.data_dir}"',
+            'durability = "full"',
+            "shutdown_timeout = 10",
+            "",
+            "[[workers]]",
+            'name = "bench"',
+            f'main = "{WORKER}"',
+            'routes = ["/"]',
+            "vars = { " + ", ".join(f"{k} = {v}" for k, v in self.vars.items()) + " }",
+        ]
+        for binding, queue in self.producers.items():
+            lines += ["", "[[workers.queues.producers]]", f'binding = "{binding}"']
+            lines.append(f'queue = "{queue}"')
+        for c in self.consumers:
+            lines += [
+                "",
+                "[[workers.queues.consumers]]",
+                f'queue = "{c.queue}"',
+                f"max_batch_size = {c.max_batch_size}",
+                f"max_batch_timeout = {c.max_batch_timeout_s}",
+                f"max_retries = {c.max_retries}",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ------------------------------------------------------------------------------ the daemon
+
+
+class Daemon:
+    """One ``ocd serve`` subprocess. Use ``async with``: it is always stopped, and killed if
+    it does not stop by itself."""
+
+    def __init__(self, setup: Setup, config_path: Path, env: dict[str, str] | None = None):
+        self.setup = setup
+        self.config_path = config_path
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.startup_s = 0.0
+        self.exit_code: int | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self._log: deque[str] = deque(maxlen=50)
+        self._reader: threading.Thread | None = None
+
+    async def __aenter__(self) -> Daemon:
+        try:
+            await self._start()
+            self.session = aiohttp.ClientSession(
+                f"http://127.0.0.1:{self.port}", timeout=aiohttp.ClientTimeout(total=None)
+            )
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            if self.session is not None:
+                await self.session.close()
+            if exc_info[0] is None:
+                self.stop()
+        finally:
+            self.kill()
+
+    async def _start(self) -> None:
+        self.port = free_port()
+        self.config_path.write_text(self.setup.toml(self.port))
+        started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [*OCD_SERVE, "-c", str(self.config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            cwd=REPO,
+        )
+        self._reader = threading.Thread(target=self._read_log, daemon=True)
+        self._reader.start()
+        await self._wait_healthy(timeout_s=300)
+        self.startup_s = time.perf_counter() - started
+
+    def _read_log(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self._log.append(raw.decode(errors="replace").rstrip("\n"))
+
+    async def _wait_healthy(self, timeout_s: float) -> None:
+        url = f"http://127.0.0.1:{self.port}/__ocd/healthz"
+        deadline = time.monotonic() + timeout_s
+        async with aiohttp.ClientSession() as s:
+            while time.monotonic() < deadline:
+                self.check_alive()
+                try:
+                    async with s.get(url) as r:
+                        if r.status == 200:
+                            return
+                except aiohttp.ClientConnectionError:
+                    pass
+                await asyncio.sleep(POLL_S)
+        raise BenchError(f"ocd did not become healthy within {timeout_s} s\n{self.log}")
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self._log)
+
+    def check_alive(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise BenchError(f"ocd exited with code {self.proc.returncode}:\n{self.log}")
+
+    def rss_mb(self) -> float:
+        """The daemon's resident set size (VmRSS) in MiB."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise BenchError("no VmRSS in /proc/PID/status")
+
+    def cpu_s(self) -> float:
+        """CPU time (user + system, all threads) the daemon has used so far."""
+        assert self.proc is not None
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()  # the command name may contain spaces
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def stop(self) -> float:
+        """SIGTERM and wait for a clean exit; the seconds it took."""
+        assert self.proc is not None
+        started = time.perf_counter()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.exit_code = self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"ocd did not stop within {STOP_TIMEOUT_S} s\n{self.log}") from None
+        if self.exit_code != 0:
+            raise BenchError(f"ocd exited with code {self.exit_code}:\n{self.log}")
+        return time.perf_counter() - started
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self._reader is not None:
+            self._reader.join(5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    # -------------------------------------------------------------------------- HTTP
+
+    async def get(self, path: str) -> Any:
+        assert self.session is not None
+        async with self.session.get(path) as r:
+            if r.status != 200:
+                raise BenchError(f"GET {path}: {r.status} {await r.text()}\n{self.log}")
+            return await r.json()
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        assert self.session is not None
+        async with self.session.post(path, json=body) as r:
+            if r.status != 200:
+                raise BenchError(f"POST {path}: {r.status} {await r.text()}\n{self.log}")
+            return await r.json()
+
+    async def wait_stats(
+        self,
+        done: Callable[[dict[str, Any]], bool],
+        timeout_s: float,
+        on_poll: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """Poll the worker's ``/stats`` every ``POLL_S`` until ``done(stats)``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_alive()
+            stats: dict[str, Any] = await self.get("/stats")
+            if on_poll is not None:
+                on_poll()
+            if done(stats):
+                return stats
+            if time.monotonic() > deadline:
+                raise BenchError(f"timed out after {timeout_s} s; last stats {stats}")
+            await asyncio.sleep(POLL_S)
+
+
+# ------------------------------------------------------------------------------ statistics
+
+
+def host_busy_s() -> float:
+    """CPU seconds all processes on this machine have used (all CPUs, from /proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle, iowait = fields[3], fields[4]
+    return (sum(fields[:8]) - idle - iowait) / CLOCK_TICKS
+
+
+class CpuWindow:
+    """CPU use from now until ``usage()``, in % of one core: the daemon's, and everything
+    else's on the machine (this process included). A large ``other_cpu_pct`` means other
+    work competed for the CPUs and the numbers of that run are suspect."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.wall = time.perf_counter()
+        self.daemon_s = daemon.cpu_s()
+        self.host_s = host_busy_s()
+
+    def usage(self) -> dict[str, float]:
+        wall = time.perf_counter() - self.wall
+        daemon = self.daemon.cpu_s() - self.daemon_s
+        other = host_busy_s() - self.host_s - daemon
+        return {
+            "daemon_cpu_pct": round(100 * daemon / wall, 1),
+            # /proc/stat is sampled per tick, a process's own time more finely: clamp.
+            "other_cpu_pct": round(max(0.0, 100 * other / wall), 1),
+        }
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile, ``p`` in (0, 100]."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

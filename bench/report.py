@@ -1,0 +1,124 @@
+"""The bench's report: which number of which scenario is a metric, its target, medians,
+the SUMMARY line and the machine it ran on."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import median
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    scenario: str
+    path: tuple[str, ...]  # where the value is in one run's result
+    unit: str
+    target: tuple[str, float] | None = None  # (">=" or "<=", bound)
+
+    def values(self, runs: list[dict[str, Any]]) -> list[float]:
+        out = []
+        for run in runs:
+            value: Any = run
+            for key in self.path:
+                value = value[key]
+            out.append(float(value))
+        return out
+
+    def met(self, value: float) -> bool | None:
+        if self.target is None:
+            return None
+        op, bound = self.target
+        return value >= bound if op == ">=" else value <= bound
+
+
+RSS_GROWTH_LIMIT = 1.2  # RSS with the deep backlog at most 20 % above the shallow one
+
+METRICS = (
+    Metric("e2e_batch", "e2e_batch", ("e2e_msg_s",), "msg/s", (">=", 20_000)),
+    Metric("e2e_batch_send", "e2e_batch", ("send_msg_s",), "msg/s"),
+    Metric("single_send", "single_send", ("send_msg_s",), "msg/s", (">=", 10_000)),
+    Metric("single_send_e2e", "single_send", ("e2e_msg_s",), "msg/s"),
+    Metric("e2e_batch_cpu", "e2e_batch", ("daemon_cpu_pct",), "%"),
+    Metric("single_send_cpu", "single_send", ("daemon_cpu_pct",), "%"),
+    Metric("latency_cpu", "latency", ("daemon_cpu_pct",), "%"),
+    Metric("latency_p50", "latency", ("p50_ms",), "ms", ("<=", 5)),
+    Metric("latency_p99", "latency", ("p99_ms",), "ms", ("<=", 20)),
+    Metric("latency_max", "latency", ("max_ms",), "ms"),
+    Metric("backlog_ratio", "backlog", ("rate_ratio",), "", (">=", 0.8)),
+    Metric("backlog_rate_deep", "backlog", ("deep", "consume_msg_s"), "msg/s"),
+    Metric("backlog_rate_shallow", "backlog", ("shallow", "consume_msg_s"), "msg/s"),
+    Metric("rss_fill_deep", "backlog", ("deep", "rss_after_fill_mb"), "MB"),
+    Metric("rss_fill_shallow", "backlog", ("shallow", "rss_after_fill_mb"), "MB"),
+    Metric("rss_fill_ratio", "backlog", ("rss_fill_ratio",), "", ("<=", RSS_GROWTH_LIMIT)),
+    Metric("rss_consume_deep", "backlog", ("deep", "rss_consuming_max_mb"), "MB"),
+    Metric("rss_consume_shallow", "backlog", ("shallow", "rss_consuming_max_mb"), "MB"),
+    Metric("rss_consume_ratio", "backlog", ("rss_consume_ratio",), "", ("<=", RSS_GROWTH_LIMIT)),
+    Metric("fill_rate_deep", "backlog", ("deep", "fill_msg_s"), "msg/s"),
+    Metric("restart_deep_s", "backlog", ("deep", "restart_s"), "s"),
+    Metric("restart_shallow_s", "backlog", ("shallow", "restart_s"), "s"),
+)
+
+
+def summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in METRICS:
+        if m.scenario not in results:
+            continue
+        runs = m.values(results[m.scenario])
+        if not runs:
+            continue
+        mid = median(runs)
+        out[m.name] = {
+            "unit": m.unit,
+            "runs": [round(v, 3) for v in runs],
+            "median": round(mid, 3),
+            "target": f"{m.target[0]} {m.target[1]}" if m.target else None,
+            "pass": m.met(mid),
+        }
+    return out
+
+
+def summary_line(metrics: dict[str, Any]) -> str:
+    def show(name: str, label: str, fmt: str, unit: str = "") -> str:
+        m = metrics.get(name)
+        if m is None:
+            return f"{label}=n/a"
+        mark = {True: " [PASS]", False: " [FAIL]", None: ""}[m["pass"]]
+        return f"{label}={m['median']:{fmt}}{unit}{mark}"
+
+    parts = [
+        show("e2e_batch", "e2e_batch", ".0f", " msg/s"),
+        show("single_send", "single_send", ".0f", " msg/s"),
+        "latency " + show("latency_p50", "p50", ".1f", " ms"),
+        show("latency_p99", "p99", ".1f", " ms"),
+        show("backlog_ratio", "backlog_ratio", ".2f"),
+        show("rss_fill_deep", "rss_deep", ".0f", "MB"),
+        show("rss_fill_shallow", "rss_shallow", ".0f", "MB"),
+        show("rss_fill_ratio", "rss_ratio", ".2f"),
+    ]
+    return "SUMMARY " + " ".join(parts)
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": model,
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        # Other work on this machine makes the numbers noisy: the load before the bench.
+        "loadavg_before": os.getloadavg(),
+    }

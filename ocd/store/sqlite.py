@@ -1,6 +1,6 @@
 """The SQLite backend: ``scheduler.sqlite`` in the data directory.
 
-One writer task owns the write connection. Callers queue operations and await a future;
+The group-committing writer lives in ``writer.py``. Callers queue operations and await a future;
 the writer runs everything pending in one transaction (group commit), commits, then
 resolves each caller. Reads that only inform scheduling (``ready``, oldest timestamp) use a
 second connection, which WAL lets run beside the writer.
@@ -20,7 +20,7 @@ import logging
 import os
 import secrets
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,99 +41,21 @@ from ocd.store.base import (
     Ready,
     Settled,
 )
+from ocd.store.writer import (
+    Call,
+    Enqueue,
+    Op,
+    Tx,
+    Writer,
+    chunks,
+    fetch_all,
+    fetch_one,
+    marks,
+)
 
 log = logging.getLogger(__name__)
 
 DB_NAME = "scheduler.sqlite"
-MAX_GROUP = 4000  # operations per group commit; bounds one transaction's size
-IN_CHUNK = 500  # parameters per "seq IN (...)" statement
-
-
-class _Tx:
-    """What one transaction changed, applied to in-memory state only after COMMIT."""
-
-    def __init__(self, conn: aiosqlite.Connection) -> None:
-        self.conn = conn
-        self.delta: dict[int, list[int]] = {}  # queue key -> [count, bytes]
-        self.oldest_dirty: set[int] = set()
-        self.oldest_new: dict[int, int] = {}
-        self.oldest_known: dict[int, int] = {}
-        self.notify: set[int] = set()
-
-    def added(self, key: int, count: int, size: int, min_sent_ms: int) -> None:
-        d = self.delta.setdefault(key, [0, 0])
-        d[0] += count
-        d[1] += size
-        prev = self.oldest_new.get(key)
-        self.oldest_new[key] = min_sent_ms if prev is None else min(prev, min_sent_ms)
-        self.notify.add(key)
-
-    def removed(self, key: int, count: int, size: int) -> None:
-        d = self.delta.setdefault(key, [0, 0])
-        d[0] -= count
-        d[1] -= size
-        self.oldest_dirty.add(key)
-
-
-class _Op:
-    # Must this operation be on disk (fsync) before its caller hears back? Sends and queue
-    # changes must. Claims, acks and retries need not: after a power loss (not a crash: the
-    # OS still has them) losing one only means a redelivery, which at-least-once allows, and
-    # the next durable commit syncs them anyway.
-    durable = True
-
-    def __init__(self) -> None:
-        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.result: Any = None
-
-    async def apply(self, tx: _Tx) -> None:
-        raise NotImplementedError
-
-
-class _Enqueue(_Op):
-    def __init__(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> None:
-        super().__init__()
-        self.queue = queue
-        self.messages = messages
-
-    def rows(self) -> Iterable[tuple[Any, ...]]:
-        key = self.queue.key
-        for m in self.messages:
-            yield (key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms)
-
-    def account(self, tx: _Tx) -> None:
-        tx.added(
-            self.queue.key,
-            len(self.messages),
-            sum(len(m.body) for m in self.messages),
-            min(m.sent_ms for m in self.messages),
-        )
-
-    async def apply(self, tx: _Tx) -> None:
-        await tx.conn.executemany(sql.INSERT_MESSAGE, self.rows())
-        self.account(tx)
-
-
-class _Call(_Op):
-    """Any other write: a coroutine function run inside the group's transaction."""
-
-    def __init__(self, fn: Any, *args: Any, durable: bool = True) -> None:
-        super().__init__()
-        self.fn = fn
-        self.args = args
-        self.durable = durable
-
-    async def apply(self, tx: _Tx) -> None:
-        self.result = await self.fn(tx, *self.args)
-
-
-def _chunks(seq: Sequence[int]) -> Iterable[Sequence[int]]:
-    for i in range(0, len(seq), IN_CHUNK):
-        yield seq[i : i + IN_CHUNK]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 class SqliteStore:
@@ -151,13 +73,8 @@ class SqliteStore:
         self._oldest: dict[int, int] = {}  # queue key -> send time of its oldest message
         self._events: dict[int, asyncio.Event] = {}
         self._consumers: dict[int, PullConsumer] = {}  # queue key -> its pull consumer
-        self._pending: list[_Op] = []
-        self._wake = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
+        self._writer: Writer | None = None
         self._closing = False
-        self._sync = "FULL" if durability == "full" else "NORMAL"
-        self.commits = 0
-        self.committed_ops = 0
         self.on_commit: Callable[[int], None] | None = None  # ops per commit, for metrics
 
     # ---------------------------------------------------------------- lifecycle
@@ -183,7 +100,8 @@ class SqliteStore:
             await self._close_connections()
             self._unlock()
             raise
-        self._writer = asyncio.create_task(self._write_loop(), name="ocd-store-writer")
+        assert self._w is not None
+        self._writer = Writer(self._w, self.durability, self._refresh_oldest, self._committed)
 
     async def _connect(self, now_ms: int) -> None:
         try:
@@ -210,7 +128,7 @@ class SqliteStore:
             ) from e
 
     async def _check_integrity(self, conn: aiosqlite.Connection) -> None:
-        (result,) = await _one(conn, "PRAGMA quick_check")
+        (result,) = await fetch_one(conn, "PRAGMA quick_check")
         if result != "ok":
             raise SchemaError(
                 f"{self.path} is damaged (integrity check: {result}). ocd will not run on it, "
@@ -219,9 +137,9 @@ class SqliteStore:
             )
 
     async def _migrate(self, conn: aiosqlite.Connection) -> None:
-        (app_id,) = await _one(conn, "PRAGMA application_id")
-        (version,) = await _one(conn, "PRAGMA user_version")
-        (tables,) = await _one(conn, "SELECT count(*) FROM sqlite_master")
+        (app_id,) = await fetch_one(conn, "PRAGMA application_id")
+        (version,) = await fetch_one(conn, "PRAGMA user_version")
+        (tables,) = await fetch_one(conn, "SELECT count(*) FROM sqlite_master")
         if app_id not in (0, sql.APPLICATION_ID) or (app_id == 0 and tables > 0):
             raise SchemaError(f"{self.path} is not an ocd database")
         latest = len(sql.MIGRATIONS)
@@ -240,12 +158,12 @@ class SqliteStore:
             log.info("database %s migrated to schema %d", self.path, target)
 
     async def _load(self, conn: aiosqlite.Connection) -> None:
-        for row in await _all(conn, sql.SELECT_QUEUES):
+        for row in await fetch_all(conn, sql.SELECT_QUEUES):
             self._remember(_queue_from_row(row))
-        for row in await _all(conn, sql.SELECT_CONSUMERS):
+        for row in await fetch_all(conn, sql.SELECT_CONSUMERS):
             c = _consumer_from_row(row)
             self._consumers[c.queue_key] = c
-        for key, count, size, oldest in await _all(conn, sql.COUNT_BY_QUEUE):
+        for key, count, size, oldest in await fetch_all(conn, sql.COUNT_BY_QUEUE):
             self._counts[key] = [count, size]
             self._oldest[key] = oldest
 
@@ -261,9 +179,7 @@ class SqliteStore:
     async def close(self) -> None:
         self._closing = True
         if self._writer is not None:
-            self._wake.set()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer
+            await self._writer.close()
             self._writer = None
         await self._close_connections()
         self._unlock()
@@ -282,84 +198,24 @@ class SqliteStore:
 
     # ---------------------------------------------------------------- the writer
 
-    async def _submit(self, op: _Op) -> Any:
+    async def _submit(self, op: Op) -> Any:
         if self._closing or self._writer is None:
             raise StoreError("the store is closed")
-        if self._writer.done():
-            raise StoreError("the store's writer has stopped")
-        self._pending.append(op)
-        self._wake.set()
-        # A caller that is cancelled after submitting must not undo the write: the writer
-        # still commits it, and shielding keeps the future from being cancelled with it.
-        return await asyncio.shield(op.future)
+        return await self._writer.submit(op)
 
-    async def _write_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
-                ops = self._pending[:MAX_GROUP]
-                del self._pending[:MAX_GROUP]
-                await self._commit_group(ops)
-            if self._closing:
-                return
+    @property
+    def commits(self) -> int:
+        return self._writer.commits if self._writer is not None else 0
 
-    async def _commit_group(self, ops: list[_Op]) -> None:
-        try:
-            tx = await self._run(ops)
-        except sqlite3.Error as e:
-            if len(ops) == 1:
-                _fail(ops[0], e)
-                return
-            # Isolate the failure: one bad operation must not fail its neighbours.
-            for op in ops:
-                try:
-                    tx = await self._run([op])
-                except sqlite3.Error as e1:
-                    _fail(op, e1)
-                else:
-                    self._committed(tx, [op])
-            return
-        self._committed(tx, ops)
+    async def _refresh_oldest(self, tx: Tx) -> None:
+        """Keep every queue's oldest timestamp known, so that a send's reply and a batch's
+        metrics need no read of their own: one indexed lookup per queue per group."""
+        stale = tx.oldest_dirty | {k for k in tx.oldest_new if self._oldest.get(k) is None}
+        for key in stale:
+            (found,) = await fetch_one(tx.conn, sql.OLDEST, (key,))
+            tx.oldest_known[key] = found or 0
 
-    async def _run(self, ops: list[_Op]) -> _Tx:
-        assert self._w is not None
-        conn = self._w
-        tx = _Tx(conn)
-        if self.durability == "full":
-            sync = "FULL" if any(op.durable for op in ops) else "NORMAL"
-            if sync != self._sync:
-                await conn.execute(f"PRAGMA synchronous={sync}")
-                self._sync = sync
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            enqueues = [op for op in ops if isinstance(op, _Enqueue)]
-            if enqueues:
-                # All pending sends in one statement: the point of group commit.
-                await conn.executemany(
-                    sql.INSERT_MESSAGE, (row for e in enqueues for row in e.rows())
-                )
-                for e in enqueues:
-                    e.account(tx)
-            for op in ops:
-                if not isinstance(op, _Enqueue):
-                    await op.apply(tx)
-            # Keep every queue's oldest timestamp known, so that a send's reply and a
-            # batch's metrics need no read of their own: one indexed lookup per group.
-            stale = tx.oldest_dirty | {k for k in tx.oldest_new if self._oldest.get(k) is None}
-            for key in stale:
-                (found,) = await _one(conn, sql.OLDEST, (key,))
-                tx.oldest_known[key] = found or 0
-            await conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                await conn.execute("ROLLBACK")
-            raise
-        return tx
-
-    def _committed(self, tx: _Tx, ops: list[_Op]) -> None:
-        self.commits += 1
-        self.committed_ops += len(ops)
+    def _committed(self, tx: Tx, ops: list[Op]) -> None:
         if self.on_commit is not None:
             self.on_commit(len(ops))
         for key, (count, size) in tx.delta.items():
@@ -371,9 +227,6 @@ class SqliteStore:
             if key not in tx.oldest_known:
                 prev = self._oldest.get(key)  # 0: the queue was empty
                 self._oldest[key] = min(prev, sent_ms) if prev else sent_ms
-        for op in ops:
-            if not op.future.done():
-                op.future.set_result(op.result)
         for key in tx.notify:
             self._notify(key)
 
@@ -404,15 +257,15 @@ class SqliteStore:
             return await self.update_queue(existing, settings, now_ms)
         s = settings or QueueSettings()
 
-        async def insert(tx: _Tx) -> QueueRecord:
+        async def insert(tx: Tx) -> QueueRecord:
             # Two creates of one name may share a group: the second finds the first's row.
             await tx.conn.execute(
                 sql.INSERT_QUEUE,
                 (account, name, secrets.token_hex(16), now_ms, now_ms, *_settings_row(s)),
             )
-            return _queue_from_row(await _one(tx.conn, sql.SELECT_QUEUE, (account, name)))
+            return _queue_from_row(await fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
 
-        record: QueueRecord = await self._submit(_Call(insert))
+        record: QueueRecord = await self._submit(Call(insert))
         self._remember(record)
         self._counts.setdefault(record.key, [0, 0])
         return record
@@ -422,13 +275,13 @@ class SqliteStore:
     ) -> QueueRecord:
         name = new_name or queue.name
 
-        async def update(tx: _Tx) -> None:
+        async def update(tx: Tx) -> None:
             await tx.conn.execute(
                 sql.UPDATE_QUEUE, (name, now_ms, *_settings_row(settings), queue.key)
             )
             tx.notify.add(queue.key)
 
-        await self._submit(_Call(update))
+        await self._submit(Call(update))
         # From the record as it is now, not the caller's copy: a purge or another update
         # may have landed meanwhile.
         current = self._by_key.get(queue.key, queue)
@@ -438,12 +291,12 @@ class SqliteStore:
         return record
 
     async def delete_queue(self, queue: QueueRecord) -> None:
-        async def delete(tx: _Tx) -> None:
+        async def delete(tx: Tx) -> None:
             await tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
             await tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
             await tx.conn.execute(sql.DELETE_QUEUE, (queue.key,))
 
-        await self._submit(_Call(delete))
+        await self._submit(Call(delete))
         self._queues.pop((queue.account, queue.name), None)
         self._by_key.pop(queue.key, None)
         self._by_id.pop(queue.queue_id, None)
@@ -460,8 +313,8 @@ class SqliteStore:
     async def put_pull_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
         """Create the queue's pull consumer, or update its settings (id and creation stay)."""
 
-        async def put(tx: _Tx) -> PullConsumer:
-            rows = await _all(
+        async def put(tx: Tx) -> PullConsumer:
+            rows = await fetch_all(
                 tx.conn,
                 sql.UPSERT_CONSUMER,
                 (
@@ -477,40 +330,40 @@ class SqliteStore:
                 consumer, queue_key=queue.key, consumer_id=cid, created_ms=created
             )
 
-        stored: PullConsumer = await self._submit(_Call(put))
+        stored: PullConsumer = await self._submit(Call(put))
         self._consumers[queue.key] = stored
         return stored
 
     async def delete_pull_consumer(self, queue: QueueRecord) -> bool:
-        async def delete(tx: _Tx) -> int:
+        async def delete(tx: Tx) -> int:
             cur = await tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
             return max(cur.rowcount, 0)
 
-        deleted: int = await self._submit(_Call(delete))
+        deleted: int = await self._submit(Call(delete))
         self._consumers.pop(queue.key, None)
         return deleted > 0
 
     async def secret(self, name: str) -> bytes:
         """A random key kept in the database (created on first use), e.g. to sign leases."""
 
-        async def get(tx: _Tx) -> bytes:
+        async def get(tx: Tx) -> bytes:
             await tx.conn.execute(sql.PUT_META, (name, secrets.token_bytes(32)))
-            (value,) = await _one(tx.conn, sql.GET_META, (name,))
+            (value,) = await fetch_one(tx.conn, sql.GET_META, (name,))
             return bytes(value)
 
-        value: bytes = await self._submit(_Call(get))
+        value: bytes = await self._submit(Call(get))
         return value
 
     # ---------------------------------------------------------------- messages
 
     async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
-        await self._submit(_Enqueue(queue, messages))
+        await self._submit(Enqueue(queue, messages))
         return await self.backlog(queue)
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         assert self._r is not None
         try:
-            count, first, nxt = await _one(
+            count, first, nxt = await fetch_one(
                 self._r, sql.READY, {"q": queue.key, "now": now_ms, "n": limit}
             )
         except sqlite3.Error as e:
@@ -529,8 +382,8 @@ class SqliteStore:
     ) -> Claimed:
         lease = secrets.randbits(62) + 1
 
-        async def claim(tx: _Tx) -> Claimed:
-            rows = await _all(
+        async def claim(tx: Tx) -> Claimed:
+            rows = await fetch_all(
                 tx.conn,
                 sql.CLAIM,
                 {
@@ -556,7 +409,7 @@ class SqliteStore:
             deliveries.sort(key=lambda d: d.seq)
             return Claimed(deliveries, exhausted)
 
-        result: Claimed = await self._submit(_Call(claim, durable=False))
+        result: Claimed = await self._submit(Call(claim, durable=False))
         return result
 
     async def settle(
@@ -568,7 +421,7 @@ class SqliteStore:
         dead_letter: DeadLetter,
         now_ms: int,
     ) -> Settled:
-        async def settle(tx: _Tx) -> Settled:
+        async def settle(tx: Tx) -> Settled:
             acked = await self._delete(tx, queue, acks)
             retried = 0
             if retries:
@@ -580,14 +433,14 @@ class SqliteStore:
             moved, deleted = await self._dead_letter(tx, queue, dead, dead_letter, now_ms)
             return Settled(acked, retried, moved, deleted)
 
-        result: Settled = await self._submit(_Call(settle, durable=False))
+        result: Settled = await self._submit(Call(settle, durable=False))
         return result
 
-    async def _delete(self, tx: _Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:
+    async def _delete(self, tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:
         n = 0
-        for chunk in _chunks(seqs):
-            rows = await _all(
-                tx.conn, sql.DELETE_SEQS.format(marks=_marks(len(chunk))), (queue.key, *chunk)
+        for chunk in chunks(seqs):
+            rows = await fetch_all(
+                tx.conn, sql.DELETE_SEQS.format(marks=marks(len(chunk))), (queue.key, *chunk)
             )
             if rows:
                 tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
@@ -596,7 +449,7 @@ class SqliteStore:
 
     async def _dead_letter(
         self,
-        tx: _Tx,
+        tx: Tx,
         queue: QueueRecord,
         seqs: Sequence[int],
         dead_letter: DeadLetter,
@@ -609,10 +462,10 @@ class SqliteStore:
         if dlq is None or dlq.key not in self._by_key:
             return 0, await self._delete(tx, queue, seqs)
         moved = 0
-        for chunk in _chunks(seqs):
-            rows = await _all(
+        for chunk in chunks(seqs):
+            rows = await fetch_all(
                 tx.conn,
-                sql.MOVE_SEQS.format(marks=_marks(len(chunk))),
+                sql.MOVE_SEQS.format(marks=marks(len(chunk))),
                 (dlq.key, now_ms, queue.key, *chunk),
             )
             if rows:
@@ -629,18 +482,18 @@ class SqliteStore:
         now_ms: int,
         kind: LeaseKind = LeaseKind.PUSH,
     ) -> int:
-        async def release(tx: _Tx) -> int:
+        async def release(tx: Tx) -> int:
             n = 0
-            for chunk in _chunks(seqs):
+            for chunk in chunks(seqs):
                 cur = await tx.conn.execute(
-                    sql.RELEASE_SEQS.format(marks=_marks(len(chunk))),
+                    sql.RELEASE_SEQS.format(marks=marks(len(chunk))),
                     (now_ms, int(kind), queue.key, *chunk),
                 )
                 n += max(cur.rowcount, 0)
             tx.notify.add(queue.key)
             return n
 
-        result: int = await self._submit(_Call(release, durable=False))
+        result: int = await self._submit(Call(release, durable=False))
         return result
 
     async def expire(self, now_ms: int, batch: int = 5000) -> dict[tuple[str, str], int]:
@@ -649,15 +502,15 @@ class SqliteStore:
         for queue in self.queues():
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
 
-            async def expire(tx: _Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
-                rows = await _all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
+            async def expire(tx: Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
+                rows = await fetch_all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
                 if rows:
                     tx.removed(q.key, len(rows), sum(r[0] for r in rows))
                 return len(rows)
 
             total = 0
             while True:
-                n: int = await self._submit(_Call(expire, durable=False))
+                n: int = await self._submit(Call(expire, durable=False))
                 total += n
                 if n < batch:
                     break
@@ -666,7 +519,7 @@ class SqliteStore:
         return expired
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> int:
-        async def purge(tx: _Tx) -> int:
+        async def purge(tx: Tx) -> int:
             cur = await tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
             await tx.conn.execute(sql.MARK_PURGED, (now_ms, queue.key))
             n = max(cur.rowcount, 0)
@@ -674,7 +527,7 @@ class SqliteStore:
             tx.removed(queue.key, c[0], c[1])
             return n
 
-        result: int = await self._submit(_Call(purge))
+        result: int = await self._submit(Call(purge))
         current = self._by_key.get(queue.key)
         if current is not None:
             self._remember(dataclasses.replace(current, purged_ms=now_ms))
@@ -684,7 +537,7 @@ class SqliteStore:
         """Ready messages, oldest first, without leasing them or counting an attempt."""
         assert self._r is not None
         try:
-            rows = await _all(self._r, sql.PEEK, (queue.key, now_ms, limit))
+            rows = await fetch_all(self._r, sql.PEEK, (queue.key, now_ms, limit))
         except sqlite3.Error as e:
             raise StoreError(f"reading {self.path} failed: {e}") from e
         return [
@@ -692,10 +545,10 @@ class SqliteStore:
         ]
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
-        async def delete(tx: _Tx) -> int:
+        async def delete(tx: Tx) -> int:
             return await self._delete(tx, queue, seqs)
 
-        result: int = await self._submit(_Call(delete))
+        result: int = await self._submit(Call(delete))
         return result
 
     async def queue_stats(self, now_ms: int) -> dict[int, tuple[int, int]]:
@@ -704,7 +557,7 @@ class SqliteStore:
         out: dict[int, tuple[int, int]] = {}
         try:
             for q in self.queues():
-                not_ready, leased = await _one(self._r, sql.NOT_READY, (q.key, now_ms))
+                not_ready, leased = await fetch_one(self._r, sql.NOT_READY, (q.key, now_ms))
                 out[q.key] = (not_ready, leased)
         except sqlite3.Error as e:
             raise StoreError(f"reading {self.path} failed: {e}") from e
@@ -721,7 +574,7 @@ class SqliteStore:
         if oldest is None:
             assert self._r is not None
             try:
-                (found,) = await _one(self._r, sql.OLDEST, (queue.key,))
+                (found,) = await fetch_one(self._r, sql.OLDEST, (queue.key,))
             except sqlite3.Error as e:
                 raise StoreError(f"reading {self.path} failed: {e}") from e
             oldest = self._oldest[queue.key] = found or 0
@@ -740,21 +593,6 @@ class SqliteStore:
         ev = self._events.pop(key, None)
         if ev is not None:
             ev.set()
-
-
-def _fail(op: _Op, e: sqlite3.Error) -> None:
-    if not op.future.done():
-        op.future.set_exception(StoreError(f"database write failed: {e}"))
-
-
-async def _all(conn: aiosqlite.Connection, query: str, params: Any = ()) -> list[Any]:
-    return list(await conn.execute_fetchall(query, params))
-
-
-async def _one(conn: aiosqlite.Connection, query: str, params: Any = ()) -> Any:
-    """The first row; one round trip to the connection's thread, not three."""
-    rows = await _all(conn, query, params)
-    return rows[0] if rows else None
 
 
 def _settings_row(s: QueueSettings) -> tuple[int, int, int]:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST
 
 import runtime
 from ocd import loader
@@ -27,6 +25,7 @@ from ocd.clock import Clock, wall_ms
 from ocd.config import Config, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
 from ocd.errors import ConfigError, OcdError, WorkerLoadErrors
+from ocd.http.ops import OpsRoutes
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
 from ocd.metrics import Metrics
@@ -159,10 +158,7 @@ class Daemon:
         api = ApiContext.from_config(self.config, self.store, self.producer, pull, self.clock)
         self.api = api
         app = web.Application()
-        app.router.add_get("/__ocd/healthz", _healthz)
-        app.router.add_get("/__ocd/readyz", self._readyz)
-        app.router.add_get("/__ocd/metrics", self._metrics)
-        app.router.add_get("/__ocd/status", self._status)
+        OpsRoutes(self).add_to(app.router)
         app.add_subapp(PREFIX, build_api(api))
         app.router.add_route("*", "/{tail:.*}", self.router.handle)
         self._runner = web.AppRunner(
@@ -389,71 +385,9 @@ class Daemon:
             self.api.bound = fresh.bound
         return "; ".join(changes)
 
-    async def _readyz(self, request: web.Request) -> web.Response:
-        """Ready: database open, workers loaded; 503 while starting, reloading or draining."""
-        ready = self.state == "ready"
-        return web.json_response(
-            {"ready": ready, "state": self.state}, status=200 if ready else 503
-        )
-
     async def status(self) -> dict[str, Any]:
         """What ``ocd status`` shows: workers, queues with their counts, consumers."""
-        now = self.clock()
-        stats = await self.store.queue_stats(now)
-        dlqs = {c.dead_letter_queue for w in self.workers for c in w.config.consumers} - {None}
-        queues = []
-        for q in self.store.queues():
-            b = await self.store.backlog(q)
-            not_ready, inflight = stats.get(q.key, (0, 0))
-            queues.append(
-                {
-                    "account": q.account,
-                    "name": q.name,
-                    "backlog": b.count,
-                    "inflight": inflight,
-                    "delayed": not_ready - inflight,
-                    "paused": q.settings.delivery_paused,
-                    "dead_letter_queue": q.name in dlqs,
-                    "oldest_age_s": round((now - b.oldest_ms) / 1000, 3) if b.oldest_ms else 0,
-                }
-            )
-        consumers = [
-            {
-                "account": key[0],
-                "queue": key[1],
-                "worker": d.worker,
-                "inflight_batches": d.inflight,
-                "last_batch": d.last_outcome,
-            }
-            for key, d in sorted(self.dispatchers.items())
-        ]
-        return {
-            "state": self.state,
-            "workers": [w.config.name for w in self.workers],
-            "queues": queues,
-            "consumers": consumers,
-        }
-
-    def _ops_allowed(self, request: web.Request) -> bool:
-        """Status and metrics name every account's queues: with accounts configured (and so
-        possibly a public listener) they answer only on loopback."""
-        if not self.config.accounts:
-            return True
-        try:
-            return ipaddress.ip_address(request.remote or "").is_loopback
-        except ValueError:
-            return False
-
-    async def _status(self, request: web.Request) -> web.Response:
-        if not self._ops_allowed(request):
-            return web.json_response({"error": "only served on loopback"}, status=403)
-        return web.json_response(await self.status())
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        if not self._ops_allowed(request):
-            return web.Response(status=403, text="only served on loopback\n")
-        body = await self.metrics.render(self.store, self.clock())
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return await OpsRoutes(self).report()
 
     def force(self) -> None:
         """Stop waiting for in-flight batches: hand them back now."""
@@ -484,8 +418,3 @@ def _bound_port(site: web.TCPSite) -> int | None:
     server: Any = site._server  # aiohttp keeps the asyncio Server here; port 0 needs it
     sockets = getattr(server, "sockets", None) or []
     return int(sockets[0].getsockname()[1]) if sockets else None
-
-
-async def _healthz(request: web.Request) -> web.Response:
-    """The process is alive and its event loop answers."""
-    return web.json_response({"ok": True})

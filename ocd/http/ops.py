@@ -1,0 +1,121 @@
+"""Operator endpoints under ``/__ocd/``: health, readiness, Prometheus metrics and the
+status report that ``ocd status`` shows."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from ocd.clock import Clock
+from ocd.config import Config
+from ocd.dispatch import Dispatcher
+from ocd.loader import LoadedWorker
+from ocd.metrics import Metrics
+from ocd.store import Store
+
+
+class OpsSource(Protocol):
+    """What the endpoints read, live on every request: a reload swaps the config and the
+    workers, and the lifecycle moves the state."""
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def workers(self) -> Sequence[LoadedWorker]: ...
+    @property
+    def dispatchers(self) -> Mapping[tuple[str, str], Dispatcher]: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def clock(self) -> Clock: ...
+
+
+class OpsRoutes:
+    def __init__(self, source: OpsSource) -> None:
+        self.source = source
+
+    def add_to(self, router: web.UrlDispatcher) -> None:
+        router.add_get("/__ocd/healthz", self.healthz)
+        router.add_get("/__ocd/readyz", self.readyz)
+        router.add_get("/__ocd/metrics", self.metrics)
+        router.add_get("/__ocd/status", self.status)
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        """The process is alive and its event loop answers."""
+        return web.json_response({"ok": True})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        """Ready: database open, workers loaded; 503 while starting, reloading or draining."""
+        state = self.source.state
+        ready = state == "ready"
+        return web.json_response({"ready": ready, "state": state}, status=200 if ready else 503)
+
+    async def status(self, request: web.Request) -> web.Response:
+        if not self._allowed(request):
+            return web.json_response({"error": "only served on loopback"}, status=403)
+        return web.json_response(await self.report())
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        if not self._allowed(request):
+            return web.Response(status=403, text="only served on loopback\n")
+        src = self.source
+        body = await src.metrics.render(src.store, src.clock())
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    def _allowed(self, request: web.Request) -> bool:
+        """Status and metrics name every account's queues: with accounts configured (and so
+        possibly a public listener) they answer only on loopback."""
+        if not self.source.config.accounts:
+            return True
+        try:
+            return ipaddress.ip_address(request.remote or "").is_loopback
+        except ValueError:
+            return False
+
+    async def report(self) -> dict[str, Any]:
+        """What ``ocd status`` shows: workers, queues with their counts, consumers."""
+        src = self.source
+        store = src.store
+        now = src.clock()
+        stats = await store.queue_stats(now)
+        dlqs = {c.dead_letter_queue for w in src.workers for c in w.config.consumers} - {None}
+        queues = []
+        for q in store.queues():
+            b = await store.backlog(q)
+            not_ready, inflight = stats.get(q.key, (0, 0))
+            queues.append(
+                {
+                    "account": q.account,
+                    "name": q.name,
+                    "backlog": b.count,
+                    "inflight": inflight,
+                    "delayed": not_ready - inflight,
+                    "paused": q.settings.delivery_paused,
+                    "dead_letter_queue": q.name in dlqs,
+                    "oldest_age_s": round((now - b.oldest_ms) / 1000, 3) if b.oldest_ms else 0,
+                }
+            )
+        consumers = [
+            {
+                "account": key[0],
+                "queue": key[1],
+                "worker": d.worker,
+                "inflight_batches": d.inflight,
+                "last_batch": d.last_outcome,
+            }
+            for key, d in sorted(src.dispatchers.items())
+        ]
+        return {
+            "state": src.state,
+            "workers": [w.config.name for w in src.workers],
+            "queues": queues,
+            "consumers": consumers,
+        }

@@ -23,6 +23,21 @@ def ocd_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "ocd", *args]
 
 
+def run_ocd(
+    *args: str, env: dict[str, str] | None = None, stdin: Any = subprocess.DEVNULL
+) -> subprocess.CompletedProcess[str]:
+    """Run ``ocd ARGS`` to completion from the checkout, capturing its output."""
+    return subprocess.run(
+        ocd_command(*args),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        stdin=stdin,
+        env=env,
+    )
+
+
 class OcdProcess:
     """One ``ocd serve`` run; collects its JSON log lines as they arrive."""
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import signal
 import socket
-import subprocess
 import urllib.request
 
-from tests.acceptance.conftest import REPO, ocd_command, recorder_config
+from tests.acceptance.conftest import REPO, recorder_config, run_ocd
 from tests.helpers import wait_sync
 
 CONSUMER = """
@@ -17,15 +16,7 @@ max_batch_timeout = 0
 """
 
 
-def run(*args: str, cwd=REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ocd_command(*args),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+run = run_ocd
 
 
 def test_check_config_accepts_the_example():

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.acceptance.conftest import REPO, ocd_command, recorder_config
+from tests.acceptance.conftest import recorder_config, run_ocd
 from tests.helpers import free_port
 
 WORKER_CONSUMER = """
@@ -25,15 +25,7 @@ _CLIENT_ENV = ("OCD_URL", "OCD_ACCOUNT", "OCD_API_TOKEN")
 def cli(*args: str, env: dict[str, str] | None = None, stdin: Any = subprocess.DEVNULL):
     """Run ``ocd ARGS`` with only the client settings the test gives."""
     base = {k: v for k, v in os.environ.items() if k not in _CLIENT_ENV}
-    return subprocess.run(
-        ocd_command(*args),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        stdin=stdin,
-        env={**base, **(env or {})},
-    )
+    return run_ocd(*args, env={**base, **(env or {})}, stdin=stdin)
 
 
 class Ocd:

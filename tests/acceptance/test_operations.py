@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import urllib.request
 from pathlib import Path
 
-from tests.acceptance.conftest import REPO, ocd_command, recorder_config, records
+from tests.acceptance.conftest import recorder_config, records, run_ocd
 from tests.helpers import wait_sync
 
 CONSUMER = """
@@ -39,15 +38,7 @@ def post(port: int, path: str, body: object) -> None:
         assert r.status == 200
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ocd_command(*args),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-    )
+run = run_ocd
 
 
 def small_app(tmp: Path, text: str) -> Path:

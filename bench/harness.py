@@ -1,4 +1,5 @@
-"""Running a real ``ocd serve`` for the benchmarks: config, process, HTTP and statistics.
+"""Running a real ``ocd serve`` for the benchmarks: config, process, HTTP, where each run's
+daemons live, and statistics.
 
 The daemon runs with ``--log-level warning`` so that per-batch log lines cost nothing; the
 ``started`` line is an info line, so the harness picks a free port itself and waits for
@@ -8,24 +9,28 @@ The daemon runs with ``--log-level warning`` so that per-batch log lines cost no
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "apps" / "bench_worker.py"
+RESULTS = Path(__file__).resolve().parent / "results"
 OCD_SERVE = (sys.executable, "-m", "ocd", "serve", "--log-format", "json", "--log-level", "warning")
 POLL_S = 0.02
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -114,7 +119,7 @@ class Daemon:
         try:
             await self._start()
             self.session = aiohttp.ClientSession(
-                f"http://127.0.0.1:{self.port}", timeout=aiohttp.ClientTimeout(total=None)
+                self.url, timeout=aiohttp.ClientTimeout(total=None)
             )
         except BaseException:
             self.kill()
@@ -184,12 +189,14 @@ class Daemon:
                 return int(line.split()[1]) / 1024
         raise BenchError("no VmRSS in /proc/PID/status")
 
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def cpu_s(self) -> float:
         """CPU time (user + system, all threads) the daemon has used so far."""
         assert self.proc is not None
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()  # the command name may contain spaces
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return process_cpu_s(self.proc.pid)
 
     def stop(self) -> float:
         """SIGTERM and wait for a clean exit; the seconds it took."""
@@ -252,7 +259,49 @@ class Daemon:
             await asyncio.sleep(POLL_S)
 
 
+# ------------------------------------------------------------------------------ runs
+
+
+def timeout_for(messages: int) -> float:
+    """Give up on a phase that runs slower than 500 messages/s."""
+    return 60 + messages / 500
+
+
+class Bench:
+    """Where daemons live: one temp root for the whole bench, one subdir per run."""
+
+    def __init__(self, root: Path, profile: bool) -> None:
+        self.root = root
+        self.profile = profile
+
+    @contextlib.contextmanager
+    def workdir(self, name: str) -> Iterator[Path]:
+        path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    @contextlib.asynccontextmanager
+    async def daemon(self, name: str, work: Path, setup: Setup) -> AsyncIterator[Daemon]:
+        env = {}
+        if self.profile:
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            env["OCD_BENCH_PROFILE"] = str(RESULTS / f"profile-{name}.prof")
+        async with Daemon(setup, work / f"{name}.toml", env) as d:
+            yield d
+            if self.profile:
+                await d.post("/profile", {})
+
+
 # ------------------------------------------------------------------------------ statistics
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU time (user + system, all threads) process ``pid`` has used so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()  # the command name may contain spaces
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def host_busy_s() -> float:
@@ -262,23 +311,34 @@ def host_busy_s() -> float:
     return (sum(fields[:8]) - idle - iowait) / CLOCK_TICKS
 
 
-class CpuWindow:
-    """CPU use from now until ``usage()``, in % of one core: the daemon's, and everything
-    else's on the machine (this process included). A large ``other_cpu_pct`` means other
-    work competed for the CPUs and the numbers of that run are suspect."""
+class Measured(Protocol):
+    """A server process whose CPU time a ``CpuWindow`` reads."""
 
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
+    def cpu_s(self) -> float: ...
+
+
+class CpuWindow:
+    """CPU use from now until ``usage()``, in % of one core: the measured server's
+    (``daemon_cpu_pct``), this process's (``bench_cpu_pct``: the HTTP load generator, or
+    just the ``/stats`` polling), and everything else's on the machine. A large
+    ``other_cpu_pct`` means other work competed for the CPUs and the numbers of that run
+    are suspect."""
+
+    def __init__(self, server: Measured) -> None:
+        self.server = server
         self.wall = time.perf_counter()
-        self.daemon_s = daemon.cpu_s()
+        self.server_s = server.cpu_s()
+        self.bench_s = time.process_time()
         self.host_s = host_busy_s()
 
     def usage(self) -> dict[str, float]:
         wall = time.perf_counter() - self.wall
-        daemon = self.daemon.cpu_s() - self.daemon_s
-        other = host_busy_s() - self.host_s - daemon
+        server = self.server.cpu_s() - self.server_s
+        bench = time.process_time() - self.bench_s
+        other = host_busy_s() - self.host_s - server - bench
         return {
-            "daemon_cpu_pct": round(100 * daemon / wall, 1),
+            "daemon_cpu_pct": round(100 * server / wall, 1),
+            "bench_cpu_pct": round(100 * bench / wall, 1),
             # /proc/stat is sampled per tick, a process's own time more finely: clamp.
             "other_cpu_pct": round(max(0.0, 100 * other / wall), 1),
         }

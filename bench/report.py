@@ -63,6 +63,21 @@ METRICS = (
     Metric("fill_rate_deep", "backlog", ("deep", "fill_msg_s"), "msg/s"),
     Metric("restart_deep_s", "backlog", ("deep", "restart_s"), "s"),
     Metric("restart_shallow_s", "backlog", ("shallow", "restart_s"), "s"),
+    Metric("http_push_batch", "http_push_batch", ("msg_s",), "msg/s", (">=", 30_000)),
+    Metric("http_push_batch_cpu", "http_push_batch", ("daemon_cpu_pct",), "%"),
+    Metric("http_push_batch_bench_cpu", "http_push_batch", ("bench_cpu_pct",), "%"),
+    Metric("http_pull_ack", "http_pull_ack", ("msg_s",), "msg/s", (">=", 20_000)),
+    Metric("http_pull_ack_cpu", "http_pull_ack", ("daemon_cpu_pct",), "%"),
+    Metric("http_pull_ack_bench_cpu", "http_pull_ack", ("bench_cpu_pct",), "%"),
+    Metric("http_push_single", "http_push_single", ("req_s",), "req/s"),
+    Metric("trivial_rps", "http_push_single", ("trivial_req_s",), "req/s"),
+    Metric("http_push_single_ratio", "http_push_single", ("ratio",), "", (">=", 0.7)),
+    Metric("http_push_single_cpu", "http_push_single", ("ocd", "daemon_cpu_pct"), "%"),
+    Metric("http_push_single_bench_cpu", "http_push_single", ("ocd", "bench_cpu_pct"), "%"),
+    Metric("trivial_cpu", "http_push_single", ("trivial", "server_cpu_pct"), "%"),
+    Metric("http_push_single_cpu_us", "http_push_single", ("ocd", "cpu_us_per_req"), "us"),
+    Metric("trivial_cpu_us", "http_push_single", ("trivial", "cpu_us_per_req"), "us"),
+    Metric("trivial_bench_cpu", "http_push_single", ("trivial", "bench_cpu_pct"), "%"),
 )
 
 
@@ -102,6 +117,11 @@ def summary_line(metrics: dict[str, Any]) -> str:
         show("rss_fill_deep", "rss_deep", ".0f", "MB"),
         show("rss_fill_shallow", "rss_shallow", ".0f", "MB"),
         show("rss_fill_ratio", "rss_ratio", ".2f"),
+        show("http_push_batch", "http_batch", ".0f", " msg/s"),
+        show("http_pull_ack", "http_pull_ack", ".0f", " msg/s"),
+        show("http_push_single", "http_single", ".0f", " req/s"),
+        show("trivial_rps", "trivial", ".0f", " req/s"),
+        show("http_push_single_ratio", "http_single_ratio", ".2f"),
     ]
     return "SUMMARY " + " ".join(parts)
 

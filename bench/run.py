@@ -12,6 +12,17 @@ worker ``bench/apps/bench_worker.py``, which timestamps everything with ``perf_c
 * backlog     -- fill a queue with no consumer, restart with one, time the first messages
                  (at most 30 s of them); consume rate and RSS, deep backlog against shallow.
 
+The REST API scenarios (``rest.py``) drive ``/client/v4`` from this process instead
+(``load.py``: one aiohttp session, a keep-alive connection per client, bodies serialised
+beforehand):
+
+* http_push_batch  -- batch pushes of 100 from 50 clients; messages/s;
+* http_pull_ack    -- a few pullers pull 100 and ack them in one request, from a pre-filled
+                      queue with a pull consumer; messages/s;
+* http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
+                      same requests against a trivial aiohttp handler (``apps/
+                      trivial_server.py``): ocd's rate over the trivial one.
+
 Writes ``bench/results/latest.json`` and prints it, then one ``SUMMARY`` line. Exits 1 only
 when a scenario could not be measured; missed targets are marked FAIL in the summary.
 With ``--profile`` every daemon's event-loop thread is profiled with cProfile into
@@ -22,21 +33,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import BenchError, Consumer, CpuWindow, Daemon, Setup, percentile
+import uvloop
+from harness import (
+    RESULTS,
+    Bench,
+    BenchError,
+    Consumer,
+    CpuWindow,
+    Daemon,
+    Setup,
+    percentile,
+    timeout_for,
+)
 from report import machine, summarise, summary_line
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from rest import http_pull_ack, http_push_batch, http_push_single
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,11 @@ class Sizes:
     backlog_shallow: int = 100_000
     backlog_consume: int = 100_000
     fill_tasks: int = 4
+    http_clients: int = 50
+    http_batch_total: int = 300_000
+    http_pull_total: int = 200_000
+    http_pullers: int = 6
+    http_single_total: int = 30_000
 
 
 QUICK = Sizes(
@@ -60,42 +84,13 @@ QUICK = Sizes(
     backlog_deep=50_000,
     backlog_shallow=5_000,
     backlog_consume=5_000,
+    http_batch_total=20_000,
+    http_pull_total=20_000,
+    http_single_total=2_000,
 )
 
 
 DRAIN_CAP_S = 30.0  # a backlog drain slower than 100k in 30 s is measured over 30 s
-
-
-def timeout_for(messages: int) -> float:
-    """Give up on a phase that runs slower than 500 messages/s."""
-    return 60 + messages / 500
-
-
-class Bench:
-    """Where daemons live: one temp root for the whole bench, one subdir per run."""
-
-    def __init__(self, root: Path, profile: bool) -> None:
-        self.root = root
-        self.profile = profile
-
-    @contextlib.contextmanager
-    def workdir(self, name: str) -> Iterator[Path]:
-        path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
-        try:
-            yield path
-        finally:
-            shutil.rmtree(path, ignore_errors=True)
-
-    @contextlib.asynccontextmanager
-    async def daemon(self, name: str, work: Path, setup: Setup) -> AsyncIterator[Daemon]:
-        env = {}
-        if self.profile:
-            RESULTS.mkdir(parents=True, exist_ok=True)
-            env["OCD_BENCH_PROFILE"] = str(RESULTS / f"profile-{name}.prof")
-        async with Daemon(setup, work / f"{name}.toml", env) as d:
-            yield d
-            if self.profile:
-                await d.post("/profile", {})
 
 
 # ------------------------------------------------------------------------------ scenarios
@@ -224,6 +219,9 @@ SCENARIOS: dict[str, Scenario] = {
     "single_send": single_send,
     "latency": latency,
     "backlog": backlog,
+    "http_push_batch": http_push_batch,
+    "http_pull_ack": http_pull_ack,
+    "http_push_single": http_push_single,
 }
 
 
@@ -294,7 +292,10 @@ async def amain(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return asyncio.run(amain(parse_args(argv)))
+    args = parse_args(argv)
+    # uvloop, as ``ocd serve`` runs: the HTTP load generator then costs less CPU.
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(amain(args))
 
 
 if __name__ == "__main__":

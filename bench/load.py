@@ -1,0 +1,194 @@
+"""The HTTP load generator for the REST API scenarios, and the trivial server they compare to.
+
+It shares the machine with the server it measures, so it stays lean: one session whose
+connector keeps a connection per client, request bodies serialised to bytes before the clock
+starts, and responses only read and status-checked (a pull response is parsed: its lease ids
+are needed for the ack).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from harness import POLL_S, BenchError, free_port, percentile, process_cpu_s
+
+TRIVIAL = Path(__file__).resolve().parent / "apps" / "trivial_server.py"
+REQUEST_TIMEOUT_S = 60.0
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclass(frozen=True)
+class Load:
+    """One measured phase: how much it did, in how long, and each request's latency (for a
+    pull, the pull and its ack together)."""
+
+    requests: int
+    messages: int
+    seconds: float
+    latencies_s: list[float]
+
+    def summary(self) -> dict[str, float]:
+        ms = [s * 1000 for s in self.latencies_s]
+        return {
+            "msg_s": self.messages / self.seconds,
+            "req_s": self.requests / self.seconds,
+            "requests": self.requests,
+            "seconds": round(self.seconds, 3),
+            "p50_ms": round(percentile(ms, 50), 2),
+            "p99_ms": round(percentile(ms, 99), 2),
+        }
+
+
+def session(url: str, clients: int) -> aiohttp.ClientSession:
+    """A session with one keep-alive connection per client."""
+    return aiohttp.ClientSession(
+        url,
+        connector=aiohttp.TCPConnector(limit=clients),
+        headers=JSON_HEADERS,
+        skip_auto_headers=("User-Agent",),
+        auto_decompress=False,
+        timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S),
+    )
+
+
+def dumps(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+async def post(s: aiohttp.ClientSession, path: str, body: bytes) -> bytes:
+    async with s.post(path, data=body) as r:
+        data = await r.read()
+    if r.status != 200:
+        raise BenchError(f"POST {path}: {r.status} {data[:500]!r}")
+    return data
+
+
+async def together(coros: list[Coroutine[Any, Any, Any]]) -> None:
+    """Run ``coros`` concurrently; the first to fail is raised and cancels the others."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+async def warm_up(s: aiohttp.ClientSession, path: str, body: bytes, clients: int) -> None:
+    """One request per client at once, so every connection is open before the clock starts."""
+    await together([post(s, path, body) for _ in range(clients)])
+
+
+async def drive(
+    s: aiohttp.ClientSession, path: str, bodies: Sequence[bytes], clients: int, per_request: int
+) -> Load:
+    """POST every body once from ``clients`` concurrent clients, each sending its next body
+    as soon as its previous answer is in; ``per_request`` messages per body."""
+    todo = iter(bodies)
+    latencies: list[float] = []
+
+    async def client() -> None:
+        for body in todo:  # shared: each client takes the next body not yet sent
+            sent = time.perf_counter()
+            await post(s, path, body)
+            latencies.append(time.perf_counter() - sent)
+
+    started = time.perf_counter()
+    await together([client() for _ in range(clients)])
+    seconds = time.perf_counter() - started
+    return Load(len(bodies), len(bodies) * per_request, seconds, latencies)
+
+
+async def pull_and_ack(
+    s: aiohttp.ClientSession, path: str, pullers: int, batch_size: int, visibility_ms: int
+) -> Load:
+    """``pullers`` concurrent loops of pull ``batch_size`` -> ack all of it in one request,
+    each until a pull comes back empty. ``path`` is the queue's ``.../messages``."""
+    pull_body = dumps({"batch_size": batch_size, "visibility_timeout_ms": visibility_ms})
+    latencies: list[float] = []
+    requests = acked = 0
+
+    async def puller() -> None:
+        nonlocal requests, acked
+        while True:
+            sent = time.perf_counter()
+            pulled = json.loads(await post(s, path + "/pull", pull_body))
+            requests += 1
+            leases = [m["lease_id"] for m in pulled["result"]["messages"]]
+            if not leases:
+                return
+            ack = dumps({"acks": [{"lease_id": lease} for lease in leases]})
+            answer = json.loads(await post(s, path + "/ack", ack))
+            requests += 1
+            if answer["result"]["ackCount"] != len(leases):
+                raise BenchError(f"acked {len(leases)} leases, ocd counted {answer['result']}")
+            acked += len(leases)
+            latencies.append(time.perf_counter() - sent)
+
+    started = time.perf_counter()
+    await together([puller() for _ in range(pullers)])
+    return Load(requests, acked, time.perf_counter() - started, latencies)
+
+
+class TrivialServer:
+    """``apps/trivial_server.py`` as a subprocess on a free port; use ``async with``."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def cpu_s(self) -> float:
+        assert self.proc is not None
+        return process_cpu_s(self.proc.pid)
+
+    async def __aenter__(self) -> TrivialServer:
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(TRIVIAL), str(self.port)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+        try:
+            await self._wait_healthy(timeout_s=30)
+        except BaseException:
+            self._kill()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._kill()
+
+    async def _wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        async with aiohttp.ClientSession() as s:
+            while time.monotonic() < deadline:
+                assert self.proc is not None
+                if self.proc.poll() is not None:
+                    raise BenchError(f"trivial server exited:\n{self.log_path.read_text()}")
+                try:
+                    async with s.get(f"{self.url}/healthz") as r:
+                        if r.status == 200:
+                            return
+                except aiohttp.ClientConnectionError:
+                    pass
+                await asyncio.sleep(POLL_S)
+        raise BenchError(f"trivial server not up within {timeout_s} s")
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)

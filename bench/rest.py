@@ -1,0 +1,114 @@
+"""The REST API scenarios: ``/client/v4`` driven from the bench process by ``load.py``.
+
+* http_push_batch  -- batch pushes of 100 from 50 clients; messages/s;
+* http_pull_ack    -- a few pullers pull 100 and ack them in one request, from a queue the
+                      bench worker filled, with a pull consumer added over the API;
+* http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
+                      same requests against ``apps/trivial_server.py``: ocd's rate over that.
+
+With no ``[[accounts]]`` in the config the account is ``local`` and needs no token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import load
+from harness import Bench, BenchError, CpuWindow, Daemon, Measured, Setup, timeout_for
+from load import TrivialServer
+
+if TYPE_CHECKING:
+    from run import Sizes
+
+API = "/client/v4/accounts/local/queues"
+HTTP_BATCH = 100  # messages per batch push, and per pull
+PULL_VISIBILITY_MS = 600_000  # no lease runs out during a run, so nothing is pulled twice
+
+
+async def create_queue(d: Daemon, name: str) -> str:
+    """Create queue ``name`` over the API; the path of its messages."""
+    await d.post(API, {"queue_name": name})
+    return f"{API}/{name}/messages"
+
+
+async def add_pull_consumer(d: Daemon, name: str) -> str:
+    """Give queue ``name`` an HTTP pull consumer over the API; the path of its messages."""
+    await d.post(f"{API}/{name}/consumers", {"type": "http_pull"})
+    return f"{API}/{name}/messages"
+
+
+async def measure(
+    server: Measured,
+    url: str,
+    path: str,
+    bodies: list[bytes],
+    clients: int,
+    per_request: int = 1,
+) -> dict[str, Any]:
+    """Open a connection per client, then POST every body; rates and the CPU it took."""
+    async with load.session(url, clients) as s:
+        await load.warm_up(s, path, bodies[0], clients)
+        cpu = CpuWindow(server)
+        done = await asyncio.wait_for(
+            load.drive(s, path, bodies, clients, per_request),
+            timeout_for(len(bodies) * per_request),
+        )
+        usage = cpu.usage()
+    result = {**done.summary(), **usage}
+    # The server's CPU per request: steadier than the rate when the machine is noisy.
+    result["cpu_us_per_req"] = round(usage["daemon_cpu_pct"] * 1e4 / result["req_s"], 1)
+    return result
+
+
+async def http_push_batch(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    n = sizes.http_batch_total
+    bodies = [
+        load.dumps({"messages": [{"body": {"i": i}} for i in range(start, start + HTTP_BATCH)]})
+        for start in range(0, n, HTTP_BATCH)
+    ]
+    with bench.workdir("http-batch") as work:
+        async with bench.daemon(f"http_push_batch-{run}", work, Setup(work / "data", {})) as d:
+            path = await create_queue(d, "http")
+            return await measure(d, d.url, f"{path}/batch", bodies, sizes.http_clients, HTTP_BATCH)
+
+
+async def http_pull_ack(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    n = sizes.http_pull_total
+    # Filled by the bench worker inside the daemon: fast, and not part of the measurement.
+    spec = {"mode": "batch", "total": n, "tasks": sizes.fill_tasks, "binding": "PULLED"}
+    with bench.workdir("http-pull") as work:
+        setup = Setup(work / "data", {"PULLED": "pulled"})
+        async with bench.daemon(f"http_pull_ack-{run}", work, setup) as d:
+            path = await add_pull_consumer(d, "pulled")
+            await d.post("/produce", spec)
+            async with load.session(d.url, sizes.http_pullers) as s:
+                cpu = CpuWindow(d)
+                done = await asyncio.wait_for(
+                    load.pull_and_ack(s, path, sizes.http_pullers, HTTP_BATCH, PULL_VISIBILITY_MS),
+                    timeout_for(n),
+                )
+                usage = cpu.usage()
+    if done.messages != n:
+        raise BenchError(f"pulled and acked {done.messages} messages, expected {n}")
+    return {**done.summary(), **usage}
+
+
+async def http_push_single(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    """The same single pushes against ocd and against a trivial aiohttp handler."""
+    bodies = [load.dumps({"body": {"i": i}}) for i in range(sizes.http_single_total)]
+    clients = sizes.http_clients
+    with bench.workdir("http-single") as work:
+        async with bench.daemon(f"http_push_single-{run}", work, Setup(work / "data", {})) as d:
+            path = await create_queue(d, "http")
+            ocd = await measure(d, d.url, path, bodies, clients)
+        async with TrivialServer(work / "trivial.log") as t:
+            trivial = await measure(t, t.url, path, bodies, clients)
+    trivial["server_cpu_pct"] = trivial.pop("daemon_cpu_pct")  # that server is no daemon
+    return {
+        "req_s": ocd["req_s"],
+        "trivial_req_s": trivial["req_s"],
+        "ratio": ocd["req_s"] / trivial["req_s"],
+        "ocd": ocd,
+        "trivial": trivial,
+    }

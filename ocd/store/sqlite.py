@@ -51,6 +51,8 @@ from ocd.store.writer import (
     fetch_all,
     fetch_one,
     marks,
+    read_all,
+    read_one,
 )
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,6 @@ class SqliteStore:
         self.path = data_dir / DB_NAME
         self.durability = durability
         self._lock_fd: int | None = None
-        self._w: aiosqlite.Connection | None = None
         self._r: aiosqlite.Connection | None = None
         self._queues: dict[tuple[str, str], QueueRecord] = {}
         self._by_key: dict[int, QueueRecord] = {}
@@ -94,30 +95,28 @@ class SqliteStore:
                 f"{self.data_dir / (DB_NAME + '.lock')}); stop it or use another data_dir"
             ) from None
         self._lock_fd = fd
+        self._writer = Writer(self.path, self.durability, self._refresh_oldest, self._committed)
         try:
             await self._connect(now_ms)
         except BaseException:
             await self._close_connections()
             self._unlock()
             raise
-        assert self._w is not None
-        self._writer = Writer(self._w, self.durability, self._refresh_oldest, self._committed)
+        self._writer.start()
 
     async def _connect(self, now_ms: int) -> None:
+        assert self._writer is not None
+        sync = "FULL" if self.durability == "full" else "NORMAL"
         try:
-            self._w = await aiosqlite.connect(self.path, isolation_level=None)
-            sync = "FULL" if self.durability == "full" else "NORMAL"
-            for pragma in (
-                "PRAGMA journal_mode=WAL",
-                f"PRAGMA synchronous={sync}",
-                "PRAGMA busy_timeout=5000",
-                "PRAGMA temp_store=MEMORY",
-            ):
-                await self._w.execute(pragma)
-            await self._check_integrity(self._w)
-            await self._migrate(self._w)
-            await self._load(self._w)
-            await self._recover(self._w, now_ms)
+            await self._writer.connect(
+                (
+                    "PRAGMA journal_mode=WAL",
+                    f"PRAGMA synchronous={sync}",
+                    "PRAGMA busy_timeout=5000",
+                    "PRAGMA temp_store=MEMORY",
+                )
+            )
+            await self._writer.call(self._prepare, now_ms)
             self._r = await aiosqlite.connect(self.path, isolation_level=None)
             await self._r.execute("PRAGMA busy_timeout=5000")
             await self._r.execute("PRAGMA query_only=1")
@@ -127,8 +126,16 @@ class SqliteStore:
                 "restore a backup (ocd restore)"
             ) from e
 
-    async def _check_integrity(self, conn: aiosqlite.Connection) -> None:
-        (result,) = await fetch_one(conn, "PRAGMA quick_check")
+    def _prepare(self, conn: sqlite3.Connection, now_ms: int) -> None:
+        """Check, migrate and load the database, and return crashed push leases; on the
+        writer's thread, before anything else runs."""
+        self._check_integrity(conn)
+        self._migrate(conn)
+        self._load(conn)
+        self._recover(conn, now_ms)
+
+    def _check_integrity(self, conn: sqlite3.Connection) -> None:
+        (result,) = fetch_one(conn, "PRAGMA quick_check")
         if result != "ok":
             raise SchemaError(
                 f"{self.path} is damaged (integrity check: {result}). ocd will not run on it, "
@@ -136,10 +143,10 @@ class SqliteStore:
                 "(ocd restore), or salvage it with: sqlite3 scheduler.sqlite .recover"
             )
 
-    async def _migrate(self, conn: aiosqlite.Connection) -> None:
-        (app_id,) = await fetch_one(conn, "PRAGMA application_id")
-        (version,) = await fetch_one(conn, "PRAGMA user_version")
-        (tables,) = await fetch_one(conn, "SELECT count(*) FROM sqlite_master")
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        (app_id,) = fetch_one(conn, "PRAGMA application_id")
+        (version,) = fetch_one(conn, "PRAGMA user_version")
+        (tables,) = fetch_one(conn, "SELECT count(*) FROM sqlite_master")
         if app_id not in (0, sql.APPLICATION_ID) or (app_id == 0 and tables > 0):
             raise SchemaError(f"{self.path} is not an ocd database")
         latest = len(sql.MIGRATIONS)
@@ -150,25 +157,25 @@ class SqliteStore:
             )
         for target in range(version + 1, latest + 1):
             # One script, one transaction: a crash mid-migration leaves the old version.
-            await conn.executescript(
+            conn.executescript(
                 f"BEGIN IMMEDIATE;\n{sql.MIGRATIONS[target - 1]}\n"
                 f"PRAGMA user_version={target};\n"
                 f"PRAGMA application_id={sql.APPLICATION_ID};\nCOMMIT;"
             )
             log.info("database %s migrated to schema %d", self.path, target)
 
-    async def _load(self, conn: aiosqlite.Connection) -> None:
-        for row in await fetch_all(conn, sql.SELECT_QUEUES):
+    def _load(self, conn: sqlite3.Connection) -> None:
+        for row in fetch_all(conn, sql.SELECT_QUEUES):
             self._remember(_queue_from_row(row))
-        for row in await fetch_all(conn, sql.SELECT_CONSUMERS):
+        for row in fetch_all(conn, sql.SELECT_CONSUMERS):
             c = _consumer_from_row(row)
             self._consumers[c.queue_key] = c
-        for key, count, size, oldest in await fetch_all(conn, sql.COUNT_BY_QUEUE):
+        for key, count, size, oldest in fetch_all(conn, sql.COUNT_BY_QUEUE):
             self._counts[key] = [count, size]
             self._oldest[key] = oldest
 
-    async def _recover(self, conn: aiosqlite.Connection, now_ms: int) -> None:
-        cur = await conn.execute(sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
+    def _recover(self, conn: sqlite3.Connection, now_ms: int) -> None:
+        cur = conn.execute(sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
         if cur.rowcount:
             log.warning(
                 "returned %d message(s) that were in flight when ocd last stopped",
@@ -178,18 +185,17 @@ class SqliteStore:
 
     async def close(self) -> None:
         self._closing = True
-        if self._writer is not None:
-            await self._writer.close()
-            self._writer = None
         await self._close_connections()
         self._unlock()
 
     async def _close_connections(self) -> None:
-        for conn in (self._r, self._w):
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    await conn.close()
-        self._r = self._w = None
+        if self._r is not None:
+            with contextlib.suppress(Exception):
+                await self._r.close()
+            self._r = None
+        if self._writer is not None:
+            await self._writer.close()
+            self._writer = None
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
@@ -207,12 +213,12 @@ class SqliteStore:
     def commits(self) -> int:
         return self._writer.commits if self._writer is not None else 0
 
-    async def _refresh_oldest(self, tx: Tx) -> None:
+    def _refresh_oldest(self, tx: Tx) -> None:
         """Keep every queue's oldest timestamp known, so that a send's reply and a batch's
         metrics need no read of their own: one indexed lookup per queue per group."""
         stale = tx.oldest_dirty | {k for k in tx.oldest_new if self._oldest.get(k) is None}
         for key in stale:
-            (found,) = await fetch_one(tx.conn, sql.OLDEST, (key,))
+            (found,) = fetch_one(tx.conn, sql.OLDEST, (key,))
             tx.oldest_known[key] = found or 0
 
     def _committed(self, tx: Tx, ops: list[Op]) -> None:
@@ -257,13 +263,13 @@ class SqliteStore:
             return await self.update_queue(existing, settings, now_ms)
         s = settings or QueueSettings()
 
-        async def insert(tx: Tx) -> QueueRecord:
+        def insert(tx: Tx) -> QueueRecord:
             # Two creates of one name may share a group: the second finds the first's row.
-            await tx.conn.execute(
+            tx.conn.execute(
                 sql.INSERT_QUEUE,
                 (account, name, secrets.token_hex(16), now_ms, now_ms, *_settings_row(s)),
             )
-            return _queue_from_row(await fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
+            return _queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
 
         record: QueueRecord = await self._submit(Call(insert))
         self._remember(record)
@@ -275,10 +281,8 @@ class SqliteStore:
     ) -> QueueRecord:
         name = new_name or queue.name
 
-        async def update(tx: Tx) -> None:
-            await tx.conn.execute(
-                sql.UPDATE_QUEUE, (name, now_ms, *_settings_row(settings), queue.key)
-            )
+        def update(tx: Tx) -> None:
+            tx.conn.execute(sql.UPDATE_QUEUE, (name, now_ms, *_settings_row(settings), queue.key))
             tx.notify.add(queue.key)
 
         await self._submit(Call(update))
@@ -291,10 +295,10 @@ class SqliteStore:
         return record
 
     async def delete_queue(self, queue: QueueRecord) -> None:
-        async def delete(tx: Tx) -> None:
-            await tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
-            await tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
-            await tx.conn.execute(sql.DELETE_QUEUE, (queue.key,))
+        def delete(tx: Tx) -> None:
+            tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
+            tx.conn.execute(sql.DELETE_QUEUE, (queue.key,))
 
         await self._submit(Call(delete))
         self._queues.pop((queue.account, queue.name), None)
@@ -313,8 +317,8 @@ class SqliteStore:
     async def put_pull_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
         """Create the queue's pull consumer, or update its settings (id and creation stay)."""
 
-        async def put(tx: Tx) -> PullConsumer:
-            rows = await fetch_all(
+        def put(tx: Tx) -> PullConsumer:
+            rows = fetch_all(
                 tx.conn,
                 sql.UPSERT_CONSUMER,
                 (
@@ -335,8 +339,8 @@ class SqliteStore:
         return stored
 
     async def delete_pull_consumer(self, queue: QueueRecord) -> bool:
-        async def delete(tx: Tx) -> int:
-            cur = await tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
+        def delete(tx: Tx) -> int:
+            cur = tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
             return max(cur.rowcount, 0)
 
         deleted: int = await self._submit(Call(delete))
@@ -346,9 +350,9 @@ class SqliteStore:
     async def secret(self, name: str) -> bytes:
         """A random key kept in the database (created on first use), e.g. to sign leases."""
 
-        async def get(tx: Tx) -> bytes:
-            await tx.conn.execute(sql.PUT_META, (name, secrets.token_bytes(32)))
-            (value,) = await fetch_one(tx.conn, sql.GET_META, (name,))
+        def get(tx: Tx) -> bytes:
+            tx.conn.execute(sql.PUT_META, (name, secrets.token_bytes(32)))
+            (value,) = fetch_one(tx.conn, sql.GET_META, (name,))
             return bytes(value)
 
         value: bytes = await self._submit(Call(get))
@@ -363,7 +367,7 @@ class SqliteStore:
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         assert self._r is not None
         try:
-            count, first, nxt = await fetch_one(
+            count, first, nxt = await read_one(
                 self._r, sql.READY, {"q": queue.key, "now": now_ms, "n": limit}
             )
         except sqlite3.Error as e:
@@ -382,8 +386,8 @@ class SqliteStore:
     ) -> Claimed:
         lease = secrets.randbits(62) + 1
 
-        async def claim(tx: Tx) -> Claimed:
-            rows = await fetch_all(
+        def claim(tx: Tx) -> Claimed:
+            rows = fetch_all(
                 tx.conn,
                 sql.CLAIM,
                 {
@@ -405,7 +409,7 @@ class SqliteStore:
                 else:
                     deliveries.append(Delivery(seq, mid, ctype, body, sent_ms, attempts, lease))
             if spent:
-                await self._dead_letter(tx, queue, spent, dead_letter, now_ms)
+                self._dead_letter(tx, queue, spent, dead_letter, now_ms)
             deliveries.sort(key=lambda d: d.seq)
             return Claimed(deliveries, exhausted)
 
@@ -421,25 +425,25 @@ class SqliteStore:
         dead_letter: DeadLetter,
         now_ms: int,
     ) -> Settled:
-        async def settle(tx: Tx) -> Settled:
-            acked = await self._delete(tx, queue, acks)
+        def settle(tx: Tx) -> Settled:
+            acked = self._delete(tx, queue, acks)
             retried = 0
             if retries:
-                cur = await tx.conn.executemany(
+                cur = tx.conn.executemany(
                     sql.RETRY, ((visible, seq, queue.key) for seq, visible in retries)
                 )
                 retried = max(cur.rowcount, 0)
                 tx.notify.add(queue.key)
-            moved, deleted = await self._dead_letter(tx, queue, dead, dead_letter, now_ms)
+            moved, deleted = self._dead_letter(tx, queue, dead, dead_letter, now_ms)
             return Settled(acked, retried, moved, deleted)
 
         result: Settled = await self._submit(Call(settle, durable=False))
         return result
 
-    async def _delete(self, tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:
+    def _delete(self, tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:
         n = 0
         for chunk in chunks(seqs):
-            rows = await fetch_all(
+            rows = fetch_all(
                 tx.conn, sql.DELETE_SEQS.format(marks=marks(len(chunk))), (queue.key, *chunk)
             )
             if rows:
@@ -447,7 +451,7 @@ class SqliteStore:
             n += len(rows)
         return n
 
-    async def _dead_letter(
+    def _dead_letter(
         self,
         tx: Tx,
         queue: QueueRecord,
@@ -460,10 +464,10 @@ class SqliteStore:
             return 0, 0
         dlq = dead_letter.queue
         if dlq is None or dlq.key not in self._by_key:
-            return 0, await self._delete(tx, queue, seqs)
+            return 0, self._delete(tx, queue, seqs)
         moved = 0
         for chunk in chunks(seqs):
-            rows = await fetch_all(
+            rows = fetch_all(
                 tx.conn,
                 sql.MOVE_SEQS.format(marks=marks(len(chunk))),
                 (dlq.key, now_ms, queue.key, *chunk),
@@ -482,10 +486,10 @@ class SqliteStore:
         now_ms: int,
         kind: LeaseKind = LeaseKind.PUSH,
     ) -> int:
-        async def release(tx: Tx) -> int:
+        def release(tx: Tx) -> int:
             n = 0
             for chunk in chunks(seqs):
-                cur = await tx.conn.execute(
+                cur = tx.conn.execute(
                     sql.RELEASE_SEQS.format(marks=marks(len(chunk))),
                     (now_ms, int(kind), queue.key, *chunk),
                 )
@@ -502,8 +506,8 @@ class SqliteStore:
         for queue in self.queues():
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
 
-            async def expire(tx: Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
-                rows = await fetch_all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
+            def expire(tx: Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
+                rows = fetch_all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
                 if rows:
                     tx.removed(q.key, len(rows), sum(r[0] for r in rows))
                 return len(rows)
@@ -519,9 +523,9 @@ class SqliteStore:
         return expired
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> int:
-        async def purge(tx: Tx) -> int:
-            cur = await tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
-            await tx.conn.execute(sql.MARK_PURGED, (now_ms, queue.key))
+        def purge(tx: Tx) -> int:
+            cur = tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            tx.conn.execute(sql.MARK_PURGED, (now_ms, queue.key))
             n = max(cur.rowcount, 0)
             c = self._counts.get(queue.key, [0, 0])
             tx.removed(queue.key, c[0], c[1])
@@ -537,7 +541,7 @@ class SqliteStore:
         """Ready messages, oldest first, without leasing them or counting an attempt."""
         assert self._r is not None
         try:
-            rows = await fetch_all(self._r, sql.PEEK, (queue.key, now_ms, limit))
+            rows = await read_all(self._r, sql.PEEK, (queue.key, now_ms, limit))
         except sqlite3.Error as e:
             raise StoreError(f"reading {self.path} failed: {e}") from e
         return [
@@ -545,8 +549,8 @@ class SqliteStore:
         ]
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
-        async def delete(tx: Tx) -> int:
-            return await self._delete(tx, queue, seqs)
+        def delete(tx: Tx) -> int:
+            return self._delete(tx, queue, seqs)
 
         result: int = await self._submit(Call(delete))
         return result
@@ -557,7 +561,7 @@ class SqliteStore:
         out: dict[int, tuple[int, int]] = {}
         try:
             for q in self.queues():
-                not_ready, leased = await fetch_one(self._r, sql.NOT_READY, (q.key, now_ms))
+                not_ready, leased = await read_one(self._r, sql.NOT_READY, (q.key, now_ms))
                 out[q.key] = (not_ready, leased)
         except sqlite3.Error as e:
             raise StoreError(f"reading {self.path} failed: {e}") from e
@@ -574,7 +578,7 @@ class SqliteStore:
         if oldest is None:
             assert self._r is not None
             try:
-                (found,) = await fetch_one(self._r, sql.OLDEST, (queue.key,))
+                (found,) = await read_one(self._r, sql.OLDEST, (queue.key,))
             except sqlite3.Error as e:
                 raise StoreError(f"reading {self.path} failed: {e}") from e
             oldest = self._oldest[queue.key] = found or 0

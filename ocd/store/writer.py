@@ -1,9 +1,14 @@
 """Group commit: one task owns the write connection and runs everything pending in one
 transaction, commits, then resolves each caller's future.
 
-Callers never wait for each other's round trips: many sends arriving together share one
-INSERT statement and one fsync. A failing group is retried one operation at a time so that
-one bad operation cannot fail its neighbours.
+Many sends arriving together share one INSERT statement and one fsync. A failing group is
+retried one operation at a time so that one bad operation cannot fail its neighbours.
+
+The write connection lives on one thread of its own, and a whole transaction (BEGIN, every
+operation, COMMIT) runs there as a single call. aiosqlite would make each statement a round
+trip through the event loop; under HTTP load each round trip waits behind the loop's other
+work, which stretched a commit to many milliseconds and every send with it. Operations are
+therefore plain functions of a ``sqlite3`` connection; the read connection stays aiosqlite.
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
@@ -27,7 +34,7 @@ IN_CHUNK = 500  # parameters per "seq IN (...)" statement
 class Tx:
     """What one transaction changed, applied to in-memory state only after COMMIT."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.delta: dict[int, list[int]] = {}  # queue key -> [count, bytes]
         self.oldest_dirty: set[int] = set()
@@ -61,7 +68,8 @@ class Op:
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.result: Any = None
 
-    async def apply(self, tx: Tx) -> None:
+    def apply(self, tx: Tx) -> None:
+        """Runs on the writer's thread, inside the group's transaction."""
         raise NotImplementedError
 
 
@@ -84,13 +92,13 @@ class Enqueue(Op):
             min(m.sent_ms for m in self.messages),
         )
 
-    async def apply(self, tx: Tx) -> None:
-        await tx.conn.executemany(sql.INSERT_MESSAGE, self.rows())
+    def apply(self, tx: Tx) -> None:
+        tx.conn.executemany(sql.INSERT_MESSAGE, self.rows())
         self.account(tx)
 
 
 class Call(Op):
-    """Any other write: a coroutine function run inside the group's transaction."""
+    """Any other write: ``fn(tx, *args)`` run inside the group's transaction."""
 
     def __init__(self, fn: Any, *args: Any, durable: bool = True) -> None:
         super().__init__()
@@ -98,8 +106,8 @@ class Call(Op):
         self.args = args
         self.durable = durable
 
-    async def apply(self, tx: Tx) -> None:
-        self.result = await self.fn(tx, *self.args)
+    def apply(self, tx: Tx) -> None:
+        self.result = self.fn(tx, *self.args)
 
 
 def chunks(seq: Sequence[int]) -> Iterable[Sequence[int]]:
@@ -111,25 +119,33 @@ def marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-async def fetch_all(conn: aiosqlite.Connection, query: str, params: Any = ()) -> list[Any]:
+def fetch_all(conn: sqlite3.Connection, query: str, params: Any = ()) -> list[Any]:
+    return conn.execute(query, params).fetchall()
+
+
+def fetch_one(conn: sqlite3.Connection, query: str, params: Any = ()) -> Any:
+    return conn.execute(query, params).fetchone()
+
+
+async def read_all(conn: aiosqlite.Connection, query: str, params: Any = ()) -> list[Any]:
+    """A read on the aiosqlite read connection: one round trip to its thread."""
     return list(await conn.execute_fetchall(query, params))
 
 
-async def fetch_one(conn: aiosqlite.Connection, query: str, params: Any = ()) -> Any:
-    """The first row; one round trip to the connection's thread, not three."""
-    rows = await fetch_all(conn, query, params)
+async def read_one(conn: aiosqlite.Connection, query: str, params: Any = ()) -> Any:
+    rows = await read_all(conn, query, params)
     return rows[0] if rows else None
 
 
 class Writer:
     def __init__(
         self,
-        conn: aiosqlite.Connection,
+        path: Path,
         durability: str,
-        before_commit: Callable[[Tx], Awaitable[None]],
+        before_commit: Callable[[Tx], None],
         after_commit: Callable[[Tx, list[Op]], None],
     ) -> None:
-        self._conn = conn
+        self._path = path
         self._durability = durability
         self._sync = "FULL" if durability == "full" else "NORMAL"
         self._before_commit = before_commit
@@ -137,11 +153,33 @@ class Writer:
         self._pending: list[Op] = []
         self._wake = asyncio.Event()
         self._closing = False
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="ocd-writer")
+        self._conn: sqlite3.Connection | None = None
+        self._task: asyncio.Task[None] | None = None
         self.commits = 0
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(connection, *args)`` on the writer's thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._with_conn, fn, args)
+
+    def _with_conn(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        assert self._conn is not None
+        return fn(self._conn, *args)
+
+    async def connect(self, pragmas: Sequence[str]) -> None:
+        def connect() -> None:
+            self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            for pragma in pragmas:
+                self._conn.execute(pragma)
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, connect)
+
+    def start(self) -> None:
         self._task = asyncio.create_task(self._write_loop(), name="ocd-store-writer")
 
     async def submit(self, op: Op) -> Any:
-        if self._closing:
+        if self._closing or self._task is None:
             raise StoreError("the store is closed")
         if self._task.done():
             raise StoreError("the store's writer has stopped")
@@ -152,11 +190,17 @@ class Writer:
         return await asyncio.shield(op.future)
 
     async def close(self) -> None:
-        """Commit what is pending, then stop."""
+        """Commit what is pending, then close the connection and its thread."""
         self._closing = True
         self._wake.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(self._executor, conn.close)
+        self._executor.shutdown(wait=True)
 
     async def _write_loop(self) -> None:
         while True:
@@ -171,7 +215,7 @@ class Writer:
 
     async def _commit_group(self, ops: list[Op]) -> None:
         try:
-            tx = await self._run(ops)
+            tx = await self.call(self._run, ops)
         except sqlite3.Error as e:
             if len(ops) == 1:
                 _fail(ops[0], e)
@@ -179,7 +223,7 @@ class Writer:
             # Isolate the failure: one bad operation must not fail its neighbours.
             for op in ops:
                 try:
-                    tx = await self._run([op])
+                    tx = await self.call(self._run, [op])
                 except sqlite3.Error as e1:
                     _fail(op, e1)
                 else:
@@ -194,32 +238,30 @@ class Writer:
             if not op.future.done():
                 op.future.set_result(op.result)
 
-    async def _run(self, ops: list[Op]) -> Tx:
-        conn = self._conn
+    def _run(self, conn: sqlite3.Connection, ops: list[Op]) -> Tx:
+        """One transaction, on the writer's thread."""
         tx = Tx(conn)
         if self._durability == "full":
             sync = "FULL" if any(op.durable for op in ops) else "NORMAL"
             if sync != self._sync:
-                await conn.execute(f"PRAGMA synchronous={sync}")
+                conn.execute(f"PRAGMA synchronous={sync}")
                 self._sync = sync
-        await conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
             enqueues = [op for op in ops if isinstance(op, Enqueue)]
             if enqueues:
                 # All pending sends in one statement: the point of group commit.
-                await conn.executemany(
-                    sql.INSERT_MESSAGE, (row for e in enqueues for row in e.rows())
-                )
+                conn.executemany(sql.INSERT_MESSAGE, (row for e in enqueues for row in e.rows()))
                 for e in enqueues:
                     e.account(tx)
             for op in ops:
                 if not isinstance(op, Enqueue):
-                    await op.apply(tx)
-            await self._before_commit(tx)
-            await conn.execute("COMMIT")
+                    op.apply(tx)
+            self._before_commit(tx)
+            conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
-                await conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
             raise
         return tx
 

@@ -15,7 +15,8 @@ PREFIX = "/client/v4"
 
 def build_api(ctx: ApiContext) -> web.Application:
     app = web.Application(middlewares=[envelope_middleware])
-    QueueRoutes(ctx).add_to(app.router)
+    # Message routes first: routes are matched in order, and these carry the traffic.
     MessageRoutes(ctx).add_to(app.router)
+    QueueRoutes(ctx).add_to(app.router)
     app.router.add_get("/openapi.json", openapi.handler)
     return app

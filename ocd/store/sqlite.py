@@ -58,6 +58,7 @@ from ocd.store.writer import (
 log = logging.getLogger(__name__)
 
 DB_NAME = "scheduler.sqlite"
+CHECKPOINT_EVERY_S = 0.5
 
 
 class SqliteStore:
@@ -75,6 +76,8 @@ class SqliteStore:
         self._events: dict[int, asyncio.Event] = {}
         self._consumers: dict[int, PullConsumer] = {}  # queue key -> its pull consumer
         self._writer: Writer | None = None
+        self._ckpt: aiosqlite.Connection | None = None
+        self._checkpointer: asyncio.Task[None] | None = None
         self._closing = False
         self.on_commit: Callable[[int], None] | None = None  # ops per commit, for metrics
 
@@ -103,6 +106,21 @@ class SqliteStore:
             self._unlock()
             raise
         self._writer.start()
+        self._checkpointer = asyncio.create_task(
+            self._checkpoint_loop(), name="ocd-store-checkpoint"
+        )
+
+    async def _checkpoint_loop(self) -> None:
+        """Copy the WAL back into the database on a connection of its own, so that a commit
+        never pays for a checkpoint (SQLite's default runs one inside the commit that
+        crosses 1000 pages, stalling every send waiting on it)."""
+        assert self._ckpt is not None
+        while True:
+            await asyncio.sleep(CHECKPOINT_EVERY_S)
+            try:
+                await self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as e:  # busy or I/O: the next round tries again
+                log.warning("WAL checkpoint failed: %s", e)
 
     async def _connect(self, now_ms: int) -> None:
         assert self._writer is not None
@@ -114,12 +132,16 @@ class SqliteStore:
                     f"PRAGMA synchronous={sync}",
                     "PRAGMA busy_timeout=5000",
                     "PRAGMA temp_store=MEMORY",
+                    # Checkpoints run beside the writer (_checkpoint_loop), not inside a commit.
+                    "PRAGMA wal_autocheckpoint=0",
                 )
             )
             await self._writer.call(self._prepare, now_ms)
             self._r = await aiosqlite.connect(self.path, isolation_level=None)
             await self._r.execute("PRAGMA busy_timeout=5000")
             await self._r.execute("PRAGMA query_only=1")
+            self._ckpt = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._ckpt.execute("PRAGMA busy_timeout=5000")
         except sqlite3.DatabaseError as e:
             raise StoreError(
                 f"cannot open {self.path}: {e}. If the file is damaged, move it aside and "
@@ -189,6 +211,15 @@ class SqliteStore:
         self._unlock()
 
     async def _close_connections(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checkpointer
+            self._checkpointer = None
+        if self._ckpt is not None:
+            with contextlib.suppress(Exception):
+                await self._ckpt.close()
+            self._ckpt = None
         if self._r is not None:
             with contextlib.suppress(Exception):
                 await self._r.close()

@@ -19,8 +19,9 @@ from aiohttp import web
 
 import runtime
 from ocd import loader
-from ocd.api.app import PREFIX, build_api
+from ocd.api.app import add_api
 from ocd.api.context import ApiContext
+from ocd.api.envelope import envelope_middleware
 from ocd.clock import Clock, wall_ms
 from ocd.config import Config, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
@@ -157,9 +158,9 @@ class Daemon:
         pull = await PullService.open(self.store, self.clock)
         api = ApiContext.from_config(self.config, self.store, self.producer, pull, self.clock)
         self.api = api
-        app = web.Application()
+        app = web.Application(middlewares=[envelope_middleware])
         OpsRoutes(self).add_to(app.router)
-        app.add_subapp(PREFIX, build_api(api))
+        add_api(app, api)
         app.router.add_route("*", "/{tail:.*}", self.router.handle)
         self._runner = web.AppRunner(
             app,

@@ -67,8 +67,8 @@ class MessageRoutes:
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
 
-    def add_to(self, router: web.UrlDispatcher) -> None:
-        m = "/accounts/{account_id}/queues/{queue_id}/messages"
+    def add_to(self, router: web.UrlDispatcher, prefix: str = "") -> None:
+        m = prefix + "/accounts/{account_id}/queues/{queue_id}/messages"
         router.add_post(m, self.push)
         router.add_post(m + "/batch", self.push_batch)
         router.add_post(m + "/pull", self.pull)

@@ -49,8 +49,8 @@ class QueueRoutes:
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
 
-    def add_to(self, router: web.UrlDispatcher) -> None:
-        base = "/accounts/{account_id}/queues"
+    def add_to(self, router: web.UrlDispatcher, prefix: str = "") -> None:
+        base = prefix + "/accounts/{account_id}/queues"
         q = base + "/{queue_id}"
         router.add_post(base, self.create)
         router.add_get(base, self.list)

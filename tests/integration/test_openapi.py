@@ -25,20 +25,20 @@ max_concurrency = 2
 def api_app(running: Running) -> web.Application:
     runner = running.daemon._runner
     assert runner is not None
-    for resource in runner.app.router.resources():
-        info = resource.get_info()
-        if info.get("prefix") == PREFIX:
-            app: web.Application = info["app"]
-            return app
-    raise AssertionError(f"no sub-application mounted at {PREFIX}")
+    return runner.app
 
 
 def registered(app: web.Application) -> set[tuple[str, str]]:
-    """(method, path relative to PREFIX) of every route; mounting prefixed the paths."""
+    """(method, path relative to PREFIX) of every API route. Each API path also has a "*"
+    route answering other methods with 405, and one "*" route catches unknown API paths
+    with 404: those are not operations."""
     routes = set()
     for route in app.router.routes():
-        assert route.resource is not None and route.resource.canonical.startswith(PREFIX)
-        routes.add((route.method, route.resource.canonical.removeprefix(PREFIX)))
+        assert route.resource is not None
+        path = route.resource.canonical
+        if not path.startswith(PREFIX + "/") or route.method == "*":
+            continue
+        routes.add((route.method, path.removeprefix(PREFIX)))
     # aiohttp's add_get also answers HEAD on the same path; that HEAD is implied by the GET
     return {(m, p) for m, p in routes if not (m == "HEAD" and ("GET", p) in routes)}
 

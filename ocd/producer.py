@@ -66,6 +66,7 @@ class Producer:
         self.store = store
         self.clock = clock
         self.metrics = metrics
+        self._sent: dict[tuple[str, str], Any] = {}  # (account, queue) -> labelled counter
 
     async def send(
         self,
@@ -105,7 +106,11 @@ class Producer:
         started = time.perf_counter()
         backlog = await self.store.enqueue(queue, messages)
         self.metrics.send_commit.observe(time.perf_counter() - started)
-        self.metrics.sent.labels(queue.account, queue.name).inc(len(messages))
+        labels = (queue.account, queue.name)
+        counter = self._sent.get(labels)
+        if counter is None:
+            counter = self._sent[labels] = self.metrics.sent.labels(*labels)
+        counter.inc(len(messages))
         return backlog
 
     def binding(self, name: str, account: str) -> Binding:

@@ -185,9 +185,9 @@ class Writer:
             raise StoreError("the store's writer has stopped")
         self._pending.append(op)
         self._wake.set()
-        # A caller that is cancelled after submitting must not undo the write: the writer
-        # still commits it, and shielding keeps the future from being cancelled with it.
-        return await asyncio.shield(op.future)
+        # A caller cancelled while it waits does not undo the write: the operation stays in
+        # the group and is committed; only its (cancelled) future goes unresolved.
+        return await op.future
 
     async def close(self) -> None:
         """Commit what is pending, then close the connection and its thread."""

@@ -255,3 +255,14 @@ async def test_concurrent_creates_of_one_name_make_one_queue(store):
     made = await asyncio.gather(*(store.ensure_queue("same", "local", None, T0) for _ in range(5)))
     assert len({q.key for q in made}) == 1
     assert [q.name for q in store.queues()].count("same") == 1
+
+
+async def test_a_send_whose_caller_is_cancelled_is_still_committed(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    task = asyncio.create_task(store.enqueue(q, msgs(1)))
+    await asyncio.sleep(0)  # let it hand the operation to the writer
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await store.enqueue(q, msgs(1, prefix="n"))  # committed after the cancelled one
+    assert (await store.backlog(q)).count == 2

@@ -75,7 +75,7 @@ class Daemon:
     def __post_init__(self) -> None:
         server = self.config.server
         store = SqliteStore(server.data_dir, server.durability)
-        store.on_commit = self.metrics.group_commit.observe
+        store.on_commit = self.metrics.committed
         self.store = store
         self.producer = Producer(self.store, self.clock, self.metrics)
 

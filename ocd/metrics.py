@@ -63,7 +63,9 @@ class Metrics:
         )
         self.group_commit = Histogram(
             "ocd_group_commit_operations",
-            "Operations (sends, claims, settlements) committed by one transaction.",
+            "Operations (sends, claims, settlements) committed by one transaction, by the "
+            'thread that committed it ("loop" for small groups on a fast disk, else "writer").',
+            ("thread",),
             buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 4000),
             registry=r,
         )
@@ -88,6 +90,14 @@ class Metrics:
             QUEUE,
             registry=r,
         )
+
+        self._commits_on = {
+            True: self.group_commit.labels("loop"),
+            False: self.group_commit.labels("writer"),
+        }
+
+    def committed(self, operations: int, on_loop: bool) -> None:
+        self._commits_on[on_loop].observe(operations)
 
     async def render(self, store: Store, now_ms: int) -> bytes:
         """Refresh the per-queue gauges from the store, then the exposition text."""

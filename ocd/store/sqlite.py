@@ -79,7 +79,8 @@ class SqliteStore:
         self._ckpt: aiosqlite.Connection | None = None
         self._checkpointer: asyncio.Task[None] | None = None
         self._closing = False
-        self.on_commit: Callable[[int], None] | None = None  # ops per commit, for metrics
+        # for metrics: the operations in each commit, and whether it ran on the event loop
+        self.on_commit: Callable[[int, bool], None] | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -254,7 +255,7 @@ class SqliteStore:
 
     def _committed(self, tx: Tx, ops: list[Op]) -> None:
         if self.on_commit is not None:
-            self.on_commit(len(ops))
+            self.on_commit(len(ops), tx.on_loop)
         for key, (count, size) in tx.delta.items():
             c = self._counts.setdefault(key, [0, 0])
             c[0] += count
@@ -444,7 +445,7 @@ class SqliteStore:
             deliveries.sort(key=lambda d: d.seq)
             return Claimed(deliveries, exhausted)
 
-        result: Claimed = await self._submit(Call(claim, durable=False))
+        result: Claimed = await self._submit(Call(claim, durable=False, rows=limit))
         return result
 
     async def settle(
@@ -468,7 +469,8 @@ class SqliteStore:
             moved, deleted = self._dead_letter(tx, queue, dead, dead_letter, now_ms)
             return Settled(acked, retried, moved, deleted)
 
-        result: Settled = await self._submit(Call(settle, durable=False))
+        rows = len(acks) + len(retries) + len(dead)
+        result: Settled = await self._submit(Call(settle, durable=False, rows=rows))
         return result
 
     def _delete(self, tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:

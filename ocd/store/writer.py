@@ -9,13 +9,26 @@ operation, COMMIT) runs there as a single call. aiosqlite would make each statem
 trip through the event loop; under HTTP load each round trip waits behind the loop's other
 work, which stretched a commit to many milliseconds and every send with it. Operations are
 therefore plain functions of a ``sqlite3`` connection; the read connection stays aiosqlite.
+
+A small group is committed on the event loop's own thread instead. Handing a group to the
+thread and back costs two wake-ups and two GIL hand-overs; under HTTP load the loop holds the
+GIL nearly all the time, so each hand-over waited about a millisecond and a commit that takes
+0.3 ms on its own took 3. Measured with 50 clients pushing single messages, committing small
+groups inline raised the rate from about 5,000 to 6,900 requests/s. The loop then waits out
+the fsync itself, which is cheap only on a fast disk: when inline commits take longer than
+``SLOW_INLINE_S`` on average (a moving average, so that one commit preempted by a busy CPU
+does not count as a slow disk), every group goes to the thread for ``THREAD_AFTER_SLOW_S``,
+and a slow disk stalls the loop only about once in that time. Large groups (a purge, a
+retention sweep, thousands of rows) always go to the thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,8 +40,14 @@ from ocd.errors import StoreError
 from ocd.store import sql
 from ocd.store.base import NewMessage, QueueRecord
 
+log = logging.getLogger(__name__)
+
 MAX_GROUP = 4000  # operations per group commit; bounds one transaction's size
 IN_CHUNK = 500  # parameters per "seq IN (...)" statement
+INLINE_ROWS = 1000  # a group touching at most this many rows may commit on the loop
+SLOW_INLINE_S = 0.004  # inline commits slower than this on average ...
+THREAD_AFTER_SLOW_S = 10.0  # ... send every group to the writer's thread for this long
+INLINE_AVERAGE_WEIGHT = 0.25  # of the newest inline commit in the moving average
 
 
 class Tx:
@@ -41,6 +60,7 @@ class Tx:
         self.oldest_new: dict[int, int] = {}
         self.oldest_known: dict[int, int] = {}
         self.notify: set[int] = set()
+        self.on_loop = False  # committed on the event loop's thread, not the writer's
 
     def added(self, key: int, count: int, size: int, min_sent_ms: int) -> None:
         d = self.delta.setdefault(key, [0, 0])
@@ -63,6 +83,9 @@ class Op:
     # OS still has them) losing one only means a redelivery, which at-least-once allows, and
     # the next durable commit syncs them anyway.
     durable = True
+    # How many rows the operation touches at most, if that is known and small: only groups
+    # of such operations may commit inline on the loop.
+    most_rows: int | None = None
 
     def __init__(self) -> None:
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -78,6 +101,7 @@ class Enqueue(Op):
         super().__init__()
         self.queue = queue
         self.messages = messages
+        self.most_rows = len(messages)
 
     def rows(self) -> Iterable[tuple[Any, ...]]:
         key = self.queue.key
@@ -100,11 +124,14 @@ class Enqueue(Op):
 class Call(Op):
     """Any other write: ``fn(tx, *args)`` run inside the group's transaction."""
 
-    def __init__(self, fn: Any, *args: Any, durable: bool = True) -> None:
+    def __init__(
+        self, fn: Any, *args: Any, durable: bool = True, rows: int | None = None
+    ) -> None:
         super().__init__()
         self.fn = fn
         self.args = args
         self.durable = durable
+        self.most_rows = rows
 
     def apply(self, tx: Tx) -> None:
         self.result = self.fn(tx, *self.args)
@@ -144,8 +171,10 @@ class Writer:
         durability: str,
         before_commit: Callable[[Tx], None],
         after_commit: Callable[[Tx, list[Op]], None],
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._path = path
+        self._monotonic = monotonic
         self._durability = durability
         self._sync = "FULL" if durability == "full" else "NORMAL"
         self._before_commit = before_commit
@@ -156,6 +185,8 @@ class Writer:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="ocd-writer")
         self._conn: sqlite3.Connection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._threaded_until = 0.0  # monotonic time until which no group commits inline
+        self._inline_s = 0.0  # moving average of inline commits' durations
         self.commits = 0
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -214,22 +245,53 @@ class Writer:
                 return
 
     async def _commit_group(self, ops: list[Op]) -> None:
+        # Any exception, not only sqlite3's: an operation that fails in some other way (a
+        # bug) must fail its own caller, not stop the writer and leave every caller waiting.
         try:
-            tx = await self.call(self._run, ops)
-        except sqlite3.Error as e:
+            tx = await self._commit(ops)
+        except Exception as e:
             if len(ops) == 1:
                 _fail(ops[0], e)
                 return
             # Isolate the failure: one bad operation must not fail its neighbours.
             for op in ops:
                 try:
-                    tx = await self.call(self._run, [op])
-                except sqlite3.Error as e1:
+                    tx = await self._commit([op])
+                except Exception as e1:
                     _fail(op, e1)
                 else:
                     self._done(tx, [op])
             return
         self._done(tx, ops)
+
+    async def _commit(self, ops: list[Op]) -> Tx:
+        """One transaction: inline on the loop when it is small and the disk has been fast,
+        otherwise on the writer's thread."""
+        if not self._inline(ops):
+            threaded: Tx = await self.call(self._run, ops)
+            return threaded
+        assert self._conn is not None
+        started = self._monotonic()
+        try:
+            tx = self._run(self._conn, ops)
+        finally:
+            ended = self._monotonic()
+            w = INLINE_AVERAGE_WEIGHT
+            self._inline_s = w * (ended - started) + (1 - w) * self._inline_s
+            if self._inline_s > SLOW_INLINE_S:
+                self._threaded_until = ended + THREAD_AFTER_SLOW_S
+        tx.on_loop = True
+        return tx
+
+    def _inline(self, ops: list[Op]) -> bool:
+        if self._monotonic() < self._threaded_until:
+            return False
+        total = 0
+        for op in ops:
+            if op.most_rows is None:
+                return False
+            total += op.most_rows
+        return total <= INLINE_ROWS
 
     def _done(self, tx: Tx, ops: list[Op]) -> None:
         self.commits += 1
@@ -239,7 +301,7 @@ class Writer:
                 op.future.set_result(op.result)
 
     def _run(self, conn: sqlite3.Connection, ops: list[Op]) -> Tx:
-        """One transaction, on the writer's thread."""
+        """One transaction, on the writer's thread or, for a small group, the loop's."""
         tx = Tx(conn)
         if self._durability == "full":
             sync = "FULL" if any(op.durable for op in ops) else "NORMAL"
@@ -266,6 +328,8 @@ class Writer:
         return tx
 
 
-def _fail(op: Op, e: sqlite3.Error) -> None:
+def _fail(op: Op, e: Exception) -> None:
+    if not isinstance(e, sqlite3.Error):
+        log.error("a store operation failed", exc_info=e, extra={"event": "store_op_failed"})
     if not op.future.done():
         op.future.set_exception(StoreError(f"database write failed: {e}"))

@@ -1,0 +1,122 @@
+"""The SQLite writer's choice of thread: small groups commit on the event loop, large ones
+and every group after slow inline commits on the writer's own thread.
+
+A real SQLite file; the writer's clock is a fake one that an operation can move forward,
+which is how a slow disk shows up to the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+
+import pytest
+
+from ocd.errors import StoreError
+from ocd.store import writer as w
+from ocd.store.writer import Call, Tx, Writer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def writer(tmp_path):
+    clock = Clock()
+    committed: list[bool] = []
+    wr = Writer(
+        tmp_path / "w.sqlite",
+        "full",
+        lambda tx: None,
+        lambda tx, ops: committed.append(tx.on_loop),
+        monotonic=clock,
+    )
+    await wr.connect(("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"))
+    await wr.call(lambda conn: conn.execute("CREATE TABLE t (v INTEGER UNIQUE)"))
+    wr.start()
+    wr.clock = clock  # type: ignore[attr-defined]
+    wr.committed = committed  # type: ignore[attr-defined]
+    yield wr
+    await wr.close()
+
+
+def insert(v: int, *, takes_s: float = 0.0, clock: Clock | None = None):
+    """An operation inserting ``v`` that reports the thread it ran on; ``takes_s`` moves the
+    writer's clock on as a slow disk would."""
+
+    def fn(tx: Tx) -> int:
+        tx.conn.execute("INSERT INTO t VALUES (?)", (v,))
+        if clock is not None:
+            clock.now += takes_s
+        return threading.get_ident()
+
+    return fn
+
+
+async def rows(wr: Writer) -> list[int]:
+    found = await wr.call(lambda conn: conn.execute("SELECT v FROM t ORDER BY v").fetchall())
+    return [v for (v,) in found]
+
+
+async def test_small_groups_commit_on_the_loop_and_large_ones_on_the_writer_thread(writer):
+    loop_thread = threading.get_ident()
+    assert await writer.submit(Call(insert(1), rows=1)) == loop_thread
+    assert await writer.submit(Call(insert(2), rows=w.INLINE_ROWS + 1)) != loop_thread
+    assert await writer.submit(Call(insert(3))) != loop_thread  # size unknown: a purge, say
+    assert writer.committed == [True, False, False]
+    assert await rows(writer) == [1, 2, 3]
+
+
+async def test_slow_inline_commits_send_groups_to_the_thread_for_a_while(writer):
+    clock, loop_thread = writer.clock, threading.get_ident()
+    threads = []
+    for v in range(10):  # a disk whose every commit takes 20 ms
+        threads.append(await writer.submit(Call(insert(v, takes_s=0.02, clock=clock), rows=1)))
+    assert threads[0] == loop_thread
+    moved = threads.index(next(t for t in threads if t != loop_thread))
+    assert 1 <= moved <= 5
+    assert all(t != loop_thread for t in threads[moved:])  # no stall of the loop after that
+
+    clock.now += w.THREAD_AFTER_SLOW_S + 1
+    assert await writer.submit(Call(insert(100), rows=1)) == loop_thread
+    assert len(await rows(writer)) == 11
+
+
+async def test_one_slow_commit_among_fast_ones_keeps_groups_on_the_loop(writer):
+    clock, loop_thread = writer.clock, threading.get_ident()
+    await writer.submit(Call(insert(1, takes_s=w.SLOW_INLINE_S * 1.5, clock=clock), rows=1))
+    for v in range(2, 6):
+        assert await writer.submit(Call(insert(v), rows=1)) == loop_thread
+
+
+@pytest.mark.parametrize("size", [1, None], ids=["on-the-loop", "on-the-thread"])
+async def test_a_failing_operation_fails_alone_and_its_group_commits(writer, size):
+    def broken(tx: Tx) -> None:
+        raise RuntimeError("a bug in an operation")
+
+    results = await asyncio.gather(
+        writer.submit(Call(insert(1), rows=size)),
+        writer.submit(Call(insert(1), rows=size)),  # UNIQUE: fails inside SQLite
+        writer.submit(Call(broken, rows=size)),
+        writer.submit(Call(insert(2), rows=size)),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], int) and isinstance(results[3], int)
+    assert isinstance(results[1], StoreError) and "UNIQUE" in str(results[1])
+    assert isinstance(results[2], StoreError) and "a bug" in str(results[2])
+    assert await rows(writer) == [1, 2]
+    assert await writer.submit(Call(insert(3), rows=size)) is not None  # still writing
+
+
+async def test_a_group_on_the_loop_is_durable_when_its_caller_hears_back(writer, tmp_path):
+    await writer.submit(Call(insert(7), rows=1))
+    assert writer.committed == [True]
+    # Another connection (another process would do the same) sees the committed row.
+    with sqlite3.connect(tmp_path / "w.sqlite") as other:
+        assert other.execute("SELECT v FROM t").fetchall() == [(7,)]

@@ -15,9 +15,9 @@ thread and back costs two wake-ups and two GIL hand-overs; under HTTP load the l
 GIL nearly all the time, so each hand-over waited about a millisecond and a commit that takes
 0.3 ms on its own took 3. Measured with 50 clients pushing single messages, committing small
 groups inline raised the rate from about 5,000 to 6,900 requests/s. The loop then waits out
-the fsync itself, which is cheap only on a fast disk: when inline commits take longer than
-``SLOW_INLINE_S`` on average (a moving average, so that one commit preempted by a busy CPU
-does not count as a slow disk), every group goes to the thread for ``THREAD_AFTER_SLOW_S``,
+the fsync itself, which is cheap only on a fast disk: when inline commits keep the loop
+asleep (waiting for the disk, not for a CPU: ``ocd.store.asleep``) longer than
+``SLOW_INLINE_S`` on average, every group goes to the thread for ``THREAD_AFTER_SLOW_S``,
 and a slow disk stalls the loop only about once in that time. Large groups (a purge, a
 retention sweep, thousands of rows) always go to the thread.
 """
@@ -38,6 +38,7 @@ import aiosqlite
 
 from ocd.errors import StoreError
 from ocd.store import sql
+from ocd.store.asleep import Asleep
 from ocd.store.base import NewMessage, QueueRecord
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 MAX_GROUP = 4000  # operations per group commit; bounds one transaction's size
 IN_CHUNK = 500  # parameters per "seq IN (...)" statement
 INLINE_ROWS = 1000  # a group touching at most this many rows may commit on the loop
-SLOW_INLINE_S = 0.004  # inline commits slower than this on average ...
+SLOW_INLINE_S = 0.004  # inline commits asleep longer than this on average ...
 THREAD_AFTER_SLOW_S = 10.0  # ... send every group to the writer's thread for this long
 INLINE_AVERAGE_WEIGHT = 0.25  # of the newest inline commit in the moving average
 
@@ -172,9 +173,11 @@ class Writer:
         before_commit: Callable[[Tx], None],
         after_commit: Callable[[Tx, list[Op]], None],
         monotonic: Callable[[], float] = time.monotonic,
+        asleep: Callable[[], float] | None = None,
     ) -> None:
         self._path = path
         self._monotonic = monotonic
+        self._asleep = Asleep() if asleep is None else asleep
         self._durability = durability
         self._sync = "FULL" if durability == "full" else "NORMAL"
         self._before_commit = before_commit
@@ -186,7 +189,7 @@ class Writer:
         self._conn: sqlite3.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._threaded_until = 0.0  # monotonic time until which no group commits inline
-        self._inline_s = 0.0  # moving average of inline commits' durations
+        self._inline_s = 0.0  # moving average of the time inline commits slept
         self.commits = 0
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -232,6 +235,8 @@ class Writer:
             with contextlib.suppress(Exception):
                 await asyncio.get_running_loop().run_in_executor(self._executor, conn.close)
         self._executor.shutdown(wait=True)
+        if isinstance(self._asleep, Asleep):
+            self._asleep.close()
 
     async def _write_loop(self) -> None:
         while True:
@@ -271,15 +276,15 @@ class Writer:
             threaded: Tx = await self.call(self._run, ops)
             return threaded
         assert self._conn is not None
-        started = self._monotonic()
+        slept = self._asleep()
         try:
             tx = self._run(self._conn, ops)
         finally:
-            ended = self._monotonic()
+            slept = self._asleep() - slept
             w = INLINE_AVERAGE_WEIGHT
-            self._inline_s = w * (ended - started) + (1 - w) * self._inline_s
+            self._inline_s = w * slept + (1 - w) * self._inline_s
             if self._inline_s > SLOW_INLINE_S:
-                self._threaded_until = ended + THREAD_AFTER_SLOW_S
+                self._threaded_until = self._monotonic() + THREAD_AFTER_SLOW_S
         tx.on_loop = True
         return tx
 

@@ -2,7 +2,7 @@
 and every group after slow inline commits on the writer's own thread.
 
 A real SQLite file; the writer's clock is a fake one that an operation can move forward,
-which is how a slow disk shows up to the writer.
+which is how a slow disk shows up to the writer (time asleep in the commit).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ async def writer(tmp_path):
         lambda tx: None,
         lambda tx, ops: committed.append(tx.on_loop),
         monotonic=clock,
+        asleep=clock,  # an operation that moves the clock on slept that long
     )
     await wr.connect(("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"))
     await wr.call(lambda conn: conn.execute("CREATE TABLE t (v INTEGER UNIQUE)"))

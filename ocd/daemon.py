@@ -21,7 +21,6 @@ import runtime
 from ocd import loader
 from ocd.api.app import add_api
 from ocd.api.context import ApiContext
-from ocd.api.envelope import envelope_middleware
 from ocd.clock import Clock, wall_ms
 from ocd.config import Config, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
@@ -158,7 +157,7 @@ class Daemon:
         pull = await PullService.open(self.store, self.clock)
         api = ApiContext.from_config(self.config, self.store, self.producer, pull, self.clock)
         self.api = api
-        app = web.Application(middlewares=[envelope_middleware])
+        app = web.Application()
         OpsRoutes(self).add_to(app.router)
         add_api(app, api)
         app.router.add_route("*", "/{tail:.*}", self.router.handle)

@@ -2,9 +2,9 @@
 
 They are registered on the main application, not a mounted sub-application: a sub-app adds
 a second routing pass to every request, which cost single-message pushes a tenth of their
-throughput. The envelope middleware only touches requests under the prefix, and every API
-path answers an unknown method with a 405 in the envelope instead of falling through to the
-worker routes.
+throughput. Each API handler is wrapped to answer errors in the envelope (worker routes are
+left alone), and every API path answers an unknown method with a 405 in the envelope instead
+of falling through to the worker routes.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from aiohttp import web
 
 from ocd.api import openapi
 from ocd.api.context import ApiContext
+from ocd.api.envelope import ApiRouter, enveloped
 from ocd.api.messages import MessageRoutes
 from ocd.api.queues import QueueRoutes
 
@@ -20,15 +21,13 @@ PREFIX = "/client/v4"
 
 
 def add_api(app: web.Application, ctx: ApiContext) -> None:
-    router = app.router
-    before = set(router.resources())
+    router = ApiRouter(app.router)
     # Message routes first: routes are matched in order, and these carry the traffic.
     MessageRoutes(ctx).add_to(router, PREFIX)
     QueueRoutes(ctx).add_to(router, PREFIX)
     router.add_get(PREFIX + "/openapi.json", openapi.handler)
-    for resource in [r for r in router.resources() if r not in before]:
-        assert isinstance(resource, web.Resource)
-        resource.add_route("*", _method_not_allowed)
+    for resource in router.resources:
+        resource.add_route("*", enveloped(_method_not_allowed))
     # Anything else under the prefix is an API 404, not a request for a worker.
     router.add_route("*", PREFIX + "/{tail:.*}", _not_found)
 

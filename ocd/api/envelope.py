@@ -73,30 +73,64 @@ def ok(
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-API_PREFIX = "/client/v4/"
+def enveloped(handler: Handler) -> Handler:
+    """``handler`` with every error it raises answered in the envelope.
+
+    A wrapper per API route rather than an application middleware: a middleware runs for
+    every request, the workers' included, and adds two coroutine layers to each."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiError as e:
+            return e.response()
+        except web.HTTPRequestEntityTooLarge:
+            return ApiError(413, BODY_INVALID, "request body is larger than 1 MiB").response()
+        except web.HTTPNotFound:
+            return ApiError(404, ROUTE_NOT_FOUND, "No route for that URI").response()
+        except web.HTTPMethodNotAllowed:
+            return ApiError(
+                405, METHOD_NOT_ALLOWED, "Method not allowed for this route"
+            ).response()
+        except web.HTTPException as e:
+            return ApiError(e.status, BODY_INVALID, e.reason).response()
+        except Exception:
+            log.exception(
+                "API request %s %s failed",
+                request.method,
+                request.path,
+                extra={"event": "api_failed"},
+            )
+            return ApiError(500, INTERNAL, "Unknown Internal Error").response()
+
+    return handle
 
 
-@web.middleware
-async def envelope_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if not request.path.startswith(API_PREFIX):
-        return await handler(request)  # a worker's route: its responses are its own
-    try:
-        return await handler(request)
-    except ApiError as e:
-        return e.response()
-    except web.HTTPRequestEntityTooLarge:
-        return ApiError(413, BODY_INVALID, "request body is larger than 1 MiB").response()
-    except web.HTTPNotFound:
-        return ApiError(404, ROUTE_NOT_FOUND, "No route for that URI").response()
-    except web.HTTPMethodNotAllowed:
-        return ApiError(405, METHOD_NOT_ALLOWED, "Method not allowed for this route").response()
-    except web.HTTPException as e:
-        return ApiError(e.status, BODY_INVALID, e.reason).response()
-    except Exception:
-        log.exception(
-            "API request %s %s failed",
-            request.method,
-            request.path,
-            extra={"event": "api_failed"},
-        )
-        return ApiError(500, INTERNAL, "Unknown Internal Error").response()
+class ApiRouter:
+    """Adds routes to the application's router with their handlers ``enveloped``."""
+
+    def __init__(self, router: web.UrlDispatcher) -> None:
+        self._router = router
+        self.resources: list[web.Resource] = []
+
+    def add_route(self, method: str, path: str, handler: Handler) -> None:
+        route = self._router.add_route(method, path, enveloped(handler))
+        assert isinstance(route.resource, web.Resource)
+        if route.resource not in self.resources:
+            self.resources.append(route.resource)
+
+    def add_get(self, path: str, handler: Handler) -> None:
+        self.add_route("GET", path, handler)
+        self.add_route("HEAD", path, handler)  # as aiohttp's own add_get does
+
+    def add_post(self, path: str, handler: Handler) -> None:
+        self.add_route("POST", path, handler)
+
+    def add_put(self, path: str, handler: Handler) -> None:
+        self.add_route("PUT", path, handler)
+
+    def add_patch(self, path: str, handler: Handler) -> None:
+        self.add_route("PATCH", path, handler)
+
+    def add_delete(self, path: str, handler: Handler) -> None:
+        self.add_route("DELETE", path, handler)

@@ -17,6 +17,7 @@ from ocd.api.envelope import (
     NO_PULL_CONSUMER,
     QUEUE_DISABLED,
     ApiError,
+    ApiRouter,
     invalid,
     ok,
 )
@@ -67,7 +68,7 @@ class MessageRoutes:
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
 
-    def add_to(self, router: web.UrlDispatcher, prefix: str = "") -> None:
+    def add_to(self, router: ApiRouter, prefix: str = "") -> None:
         m = prefix + "/accounts/{account_id}/queues/{queue_id}/messages"
         router.add_post(m, self.push)
         router.add_post(m + "/batch", self.push_batch)

@@ -15,6 +15,7 @@ from ocd.api.envelope import (
     QUEUE_IN_USE,
     QUEUE_NOT_FOUND,
     ApiError,
+    ApiRouter,
     invalid,
     ok,
 )
@@ -49,7 +50,7 @@ class QueueRoutes:
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
 
-    def add_to(self, router: web.UrlDispatcher, prefix: str = "") -> None:
+    def add_to(self, router: ApiRouter, prefix: str = "") -> None:
         base = prefix + "/accounts/{account_id}/queues"
         q = base + "/{queue_id}"
         router.add_post(base, self.create)

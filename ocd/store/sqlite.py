@@ -445,7 +445,7 @@ class SqliteStore:
             deliveries.sort(key=lambda d: d.seq)
             return Claimed(deliveries, exhausted)
 
-        result: Claimed = await self._submit(Call(claim, durable=False, rows=limit))
+        result: Claimed = await self._submit(Call(claim, durable=False, most_rows=limit))
         return result
 
     async def settle(
@@ -469,8 +469,8 @@ class SqliteStore:
             moved, deleted = self._dead_letter(tx, queue, dead, dead_letter, now_ms)
             return Settled(acked, retried, moved, deleted)
 
-        rows = len(acks) + len(retries) + len(dead)
-        result: Settled = await self._submit(Call(settle, durable=False, rows=rows))
+        most_rows = len(acks) + len(retries) + len(dead)
+        result: Settled = await self._submit(Call(settle, durable=False, most_rows=most_rows))
         return result
 
     def _delete(self, tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:

@@ -126,13 +126,13 @@ class Call(Op):
     """Any other write: ``fn(tx, *args)`` run inside the group's transaction."""
 
     def __init__(
-        self, fn: Any, *args: Any, durable: bool = True, rows: int | None = None
+        self, fn: Any, *args: Any, durable: bool = True, most_rows: int | None = None
     ) -> None:
         super().__init__()
         self.fn = fn
         self.args = args
         self.durable = durable
-        self.most_rows = rows
+        self.most_rows = most_rows
 
     def apply(self, tx: Tx) -> None:
         self.result = self.fn(tx, *self.args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from dataclasses import dataclass
 
 import pytest
 
@@ -26,8 +27,15 @@ class Clock:
         return self.now
 
 
+@dataclass
+class Rig:
+    writer: Writer
+    clock: Clock
+    committed: list[bool]  # per commit: did it run on the loop?
+
+
 @pytest.fixture
-async def writer(tmp_path):
+async def rig(tmp_path):
     clock = Clock()
     committed: list[bool] = []
     wr = Writer(
@@ -41,9 +49,7 @@ async def writer(tmp_path):
     await wr.connect(("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"))
     await wr.call(lambda conn: conn.execute("CREATE TABLE t (v INTEGER UNIQUE)"))
     wr.start()
-    wr.clock = clock  # type: ignore[attr-defined]
-    wr.committed = committed  # type: ignore[attr-defined]
-    yield wr
+    yield Rig(wr, clock, committed)
     await wr.close()
 
 
@@ -65,59 +71,80 @@ async def rows(wr: Writer) -> list[int]:
     return [v for (v,) in found]
 
 
-async def test_small_groups_commit_on_the_loop_and_large_ones_on_the_writer_thread(writer):
+async def test_small_groups_commit_on_the_loop_and_large_ones_on_the_writer_thread(rig):
     loop_thread = threading.get_ident()
-    assert await writer.submit(Call(insert(1), rows=1)) == loop_thread
-    assert await writer.submit(Call(insert(2), rows=w.INLINE_ROWS + 1)) != loop_thread
-    assert await writer.submit(Call(insert(3))) != loop_thread  # size unknown: a purge, say
-    assert writer.committed == [True, False, False]
-    assert await rows(writer) == [1, 2, 3]
+    assert await rig.writer.submit(Call(insert(1), most_rows=1)) == loop_thread
+    assert await rig.writer.submit(Call(insert(2), most_rows=w.INLINE_ROWS + 1)) != loop_thread
+    assert await rig.writer.submit(Call(insert(3))) != loop_thread  # size unknown: a purge, say
+    assert rig.committed == [True, False, False]
+    assert await rows(rig.writer) == [1, 2, 3]
 
 
-async def test_slow_inline_commits_send_groups_to_the_thread_for_a_while(writer):
-    clock, loop_thread = writer.clock, threading.get_ident()
+async def test_slow_inline_commits_send_groups_to_the_thread_for_a_while(rig):
+    clock, loop_thread = rig.clock, threading.get_ident()
     threads = []
     for v in range(10):  # a disk whose every commit takes 20 ms
-        threads.append(await writer.submit(Call(insert(v, takes_s=0.02, clock=clock), rows=1)))
+        threads.append(
+            await rig.writer.submit(Call(insert(v, takes_s=0.02, clock=clock), most_rows=1))
+        )
     assert threads[0] == loop_thread
     moved = threads.index(next(t for t in threads if t != loop_thread))
     assert 1 <= moved <= 5
     assert all(t != loop_thread for t in threads[moved:])  # no stall of the loop after that
 
     clock.now += w.THREAD_AFTER_SLOW_S + 1
-    assert await writer.submit(Call(insert(100), rows=1)) == loop_thread
-    assert len(await rows(writer)) == 11
+    assert await rig.writer.submit(Call(insert(100), most_rows=1)) == loop_thread
+    assert len(await rows(rig.writer)) == 11
 
 
-async def test_one_slow_commit_among_fast_ones_keeps_groups_on_the_loop(writer):
-    clock, loop_thread = writer.clock, threading.get_ident()
-    await writer.submit(Call(insert(1, takes_s=w.SLOW_INLINE_S * 1.5, clock=clock), rows=1))
+async def test_one_slow_commit_among_fast_ones_keeps_groups_on_the_loop(rig):
+    clock, loop_thread = rig.clock, threading.get_ident()
+    await rig.writer.submit(
+        Call(insert(1, takes_s=w.SLOW_INLINE_S * 1.5, clock=clock), most_rows=1)
+    )
     for v in range(2, 6):
-        assert await writer.submit(Call(insert(v), rows=1)) == loop_thread
+        assert await rig.writer.submit(Call(insert(v), most_rows=1)) == loop_thread
 
 
 @pytest.mark.parametrize("size", [1, None], ids=["on-the-loop", "on-the-thread"])
-async def test_a_failing_operation_fails_alone_and_its_group_commits(writer, size):
+async def test_a_failing_operation_fails_alone_and_its_group_commits(rig, size):
     def broken(tx: Tx) -> None:
         raise RuntimeError("a bug in an operation")
 
     results = await asyncio.gather(
-        writer.submit(Call(insert(1), rows=size)),
-        writer.submit(Call(insert(1), rows=size)),  # UNIQUE: fails inside SQLite
-        writer.submit(Call(broken, rows=size)),
-        writer.submit(Call(insert(2), rows=size)),
+        rig.writer.submit(Call(insert(1), most_rows=size)),
+        rig.writer.submit(Call(insert(1), most_rows=size)),  # UNIQUE: fails inside SQLite
+        rig.writer.submit(Call(broken, most_rows=size)),
+        rig.writer.submit(Call(insert(2), most_rows=size)),
         return_exceptions=True,
     )
     assert isinstance(results[0], int) and isinstance(results[3], int)
     assert isinstance(results[1], StoreError) and "UNIQUE" in str(results[1])
     assert isinstance(results[2], StoreError) and "a bug" in str(results[2])
-    assert await rows(writer) == [1, 2]
-    assert await writer.submit(Call(insert(3), rows=size)) is not None  # still writing
+    assert await rows(rig.writer) == [1, 2]
+    assert await rig.writer.submit(Call(insert(3), most_rows=size)) is not None  # still writing
 
 
-async def test_a_group_on_the_loop_is_durable_when_its_caller_hears_back(writer, tmp_path):
-    await writer.submit(Call(insert(7), rows=1))
-    assert writer.committed == [True]
+async def test_a_group_on_the_loop_is_durable_when_its_caller_hears_back(rig, tmp_path):
+    await rig.writer.submit(Call(insert(7), most_rows=1))
+    assert rig.committed == [True]
     # Another connection (another process would do the same) sees the committed row.
     with sqlite3.connect(tmp_path / "w.sqlite") as other:
         assert other.execute("SELECT v FROM t").fetchall() == [(7,)]
+
+
+@pytest.mark.parametrize("size", [1, None], ids=["on-the-loop", "on-the-thread"])
+async def test_an_operation_that_raises_a_bug_fails_alone_and_the_writer_goes_on(rig, size):
+    def broken(tx: Tx) -> None:
+        raise KeyError("a bug in an operation")
+
+    results = await asyncio.gather(
+        rig.writer.submit(Call(insert(1), most_rows=size)),
+        rig.writer.submit(Call(broken, most_rows=size)),  # the group's only failure
+        rig.writer.submit(Call(insert(2), most_rows=size)),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], int) and isinstance(results[2], int)
+    assert isinstance(results[1], StoreError) and "a bug" in str(results[1])
+    assert await rig.writer.submit(Call(insert(3), most_rows=size)) is not None
+    assert await rows(rig.writer) == [1, 2, 3]

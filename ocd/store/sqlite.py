@@ -59,13 +59,22 @@ log = logging.getLogger(__name__)
 
 DB_NAME = "scheduler.sqlite"
 CHECKPOINT_EVERY_S = 0.5
+# Past this size the writer checkpoints between two groups so that the WAL starts over, and
+# SQLite then truncates the file back to it (journal_size_limit).
+WAL_LIMIT_BYTES = 64 * 2**20
 
 
 class SqliteStore:
-    def __init__(self, data_dir: Path, durability: Literal["full", "normal"] = "full") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        durability: Literal["full", "normal"] = "full",
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
+    ) -> None:
         self.data_dir = data_dir
         self.path = data_dir / DB_NAME
         self.durability = durability
+        self.wal_limit_bytes = wal_limit_bytes
         self._lock_fd: int | None = None
         self._r: aiosqlite.Connection | None = None
         self._queues: dict[tuple[str, str], QueueRecord] = {}
@@ -114,13 +123,22 @@ class SqliteStore:
     async def _checkpoint_loop(self) -> None:
         """Copy the WAL back into the database on a connection of its own, so that a commit
         never pays for a checkpoint (SQLite's default runs one inside the commit that
-        crosses 1000 pages, stalling every send waiting on it)."""
-        assert self._ckpt is not None
+        crosses 1000 pages, stalling every send waiting on it).
+
+        Under steady writes that checkpoint never catches up with the writer, and SQLite
+        starts the WAL over only once every frame is copied: the file grew by about 4 MB/s
+        of pushes, without end. So when it passes ``wal_limit_bytes``, the writer itself
+        checkpoints between two groups, where no write is under way; that finishes what the
+        checkpoint here left (a short pause), and the next commit starts the WAL over."""
+        assert self._ckpt is not None and self._writer is not None
+        wal = Path(f"{self.path}-wal")
         while True:
             await asyncio.sleep(CHECKPOINT_EVERY_S)
             try:
                 await self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error as e:  # busy or I/O: the next round tries again
+                if _size(wal) > self.wal_limit_bytes:
+                    await self._writer.checkpoint()
+            except (sqlite3.Error, StoreError) as e:  # busy or I/O: the next round tries again
                 log.warning("WAL checkpoint failed: %s", e)
 
     async def _connect(self, now_ms: int) -> None:
@@ -135,6 +153,7 @@ class SqliteStore:
                     "PRAGMA temp_store=MEMORY",
                     # Checkpoints run beside the writer (_checkpoint_loop), not inside a commit.
                     "PRAGMA wal_autocheckpoint=0",
+                    f"PRAGMA journal_size_limit={self.wal_limit_bytes}",
                 )
             )
             await self._writer.call(self._prepare, now_ms)
@@ -666,3 +685,10 @@ def _consumer_from_row(row: Any) -> PullConsumer:
         s["visibility_timeout_ms"],
         s["retry_delay"],
     )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

@@ -183,6 +183,7 @@ class Writer:
         self._before_commit = before_commit
         self._after_commit = after_commit
         self._pending: list[Op] = []
+        self._checkpoints: list[asyncio.Future[None]] = []  # callers of checkpoint()
         self._wake = asyncio.Event()
         self._closing = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="ocd-writer")
@@ -223,6 +224,16 @@ class Writer:
         # the group and is committed; only its (cancelled) future goes unresolved.
         return await op.future
 
+    async def checkpoint(self) -> None:
+        """A PASSIVE checkpoint on the write connection, between two groups: with no write
+        under way it can copy the whole WAL back, and the next commit starts the WAL over."""
+        if self._closing or self._task is None or self._task.done():
+            raise StoreError("the store's writer has stopped")
+        done = asyncio.get_running_loop().create_future()
+        self._checkpoints.append(done)
+        self._wake.set()
+        await done
+
     async def close(self) -> None:
         """Commit what is pending, then close the connection and its thread."""
         self._closing = True
@@ -242,10 +253,13 @@ class Writer:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._pending:
-                ops = self._pending[:MAX_GROUP]
-                del self._pending[:MAX_GROUP]
-                await self._commit_group(ops)
+            while self._pending or self._checkpoints:
+                if self._pending:
+                    ops = self._pending[:MAX_GROUP]
+                    del self._pending[:MAX_GROUP]
+                    await self._commit_group(ops)
+                if self._checkpoints:
+                    await self._checkpoint()
             if self._closing:
                 return
 
@@ -298,6 +312,21 @@ class Writer:
             total += op.most_rows
         return total <= INLINE_ROWS
 
+    async def _checkpoint(self) -> None:
+        waiting, self._checkpoints = self._checkpoints, []
+        error: StoreError | None = None
+        try:
+            await self.call(_checkpoint)
+        except sqlite3.Error as e:
+            error = StoreError(f"WAL checkpoint failed: {e}")
+        for done in waiting:
+            if done.done():
+                continue
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
     def _done(self, tx: Tx, ops: list[Op]) -> None:
         self.commits += 1
         self._after_commit(tx, ops)
@@ -331,6 +360,10 @@ class Writer:
                 conn.execute("ROLLBACK")
             raise
         return tx
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _fail(op: Op, e: Exception) -> None:

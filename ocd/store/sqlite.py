@@ -156,6 +156,7 @@ class SqliteStore:
                     f"PRAGMA journal_size_limit={self.wal_limit_bytes}",
                 )
             )
+            self._preallocate_wal()
             await self._writer.call(self._prepare, now_ms)
             self._r = await aiosqlite.connect(self.path, isolation_level=None)
             await self._r.execute("PRAGMA busy_timeout=5000")
@@ -167,6 +168,39 @@ class SqliteStore:
                 f"cannot open {self.path}: {e}. If the file is damaged, move it aside and "
                 "restore a backup (ocd restore)"
             ) from e
+
+    def _preallocate_wal(self) -> None:
+        """Give an empty WAL its full size in zeros before the first commit, as PostgreSQL
+        does with its WAL segments.
+
+        A commit that appends to the file makes fdatasync write the file's new size and
+        blocks too, an ext4 journal commit on top of the data; one that overwrites blocks
+        already written syncs only the data. Measured here with 13-row commits and
+        synchronous=FULL: about 400 µs a commit while the WAL grows, 250 µs once it is
+        written. SQLite reads a WAL whose header is zeros as empty, writes its header and
+        frames from the start, and after a checkpoint starts over from the start again
+        (journal_size_limit keeps the file at ``wal_limit_bytes``). Only an empty or
+        missing WAL is filled: one with frames in it is a crash's, for SQLite to recover.
+        Without room on the disk the WAL is left empty and grows as it would anyway."""
+        wal = Path(f"{self.path}-wal")
+        if _size(wal) != 0:
+            return
+        zeros = bytes(2**20)
+        try:
+            fd = os.open(wal, os.O_WRONLY | os.O_CREAT, os.stat(self.path).st_mode & 0o777)
+        except OSError as e:
+            log.warning("could not create the WAL to preallocate it: %s", e)
+            return
+        try:
+            for _ in range(-(-self.wal_limit_bytes // len(zeros))):
+                os.write(fd, zeros)
+            os.fsync(fd)
+        except OSError as e:
+            log.warning("could not preallocate the WAL (%s); it grows as it is written", e)
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
 
     def _prepare(self, conn: sqlite3.Connection, now_ms: int) -> None:
         """Check, migrate and load the database, and return crashed push leases; on the

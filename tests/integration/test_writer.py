@@ -1,5 +1,6 @@
 """The SQLite writer's choice of thread: small groups commit on the event loop, large ones
-and every group after slow inline commits on the writer's own thread.
+and every group after slow inline commits on the writer's own thread. And the WAL file: kept
+under its limit, written full size before the first commit, recovered after a crash.
 
 A real SQLite file; the writer's clock is a fake one that an operation can move forward,
 which is how a slow disk shows up to the writer (time asleep in the commit).
@@ -8,6 +9,7 @@ which is how a slow disk shows up to the writer (time asleep in the commit).
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ import pytest
 
 from ocd.errors import StoreError
 from ocd.store import NewMessage, SqliteStore
+from ocd.store import sqlite as sqlite_store
 from ocd.store import writer as w
 from ocd.store.writer import Call, Tx, Writer
 from tests.helpers import eventually
@@ -181,3 +184,53 @@ async def test_the_wal_file_stays_bounded_while_sends_keep_coming(tmp_path):
         assert (await store.backlog(q)).count == 100 * sends  # nothing lost on the way
     finally:
         await store.close()
+
+
+async def count(store: SqliteStore, queue: str) -> int:
+    q = store.queue(queue)
+    assert q is not None
+    return (await store.backlog(q)).count
+
+
+async def test_an_empty_wal_is_written_full_size_so_that_commits_overwrite_it(tmp_path):
+    limit = 2**20
+    store = SqliteStore(tmp_path / "data", wal_limit_bytes=limit)
+    await store.open(T0)
+    wal = tmp_path / "data" / "scheduler.sqlite-wal"
+    try:
+        assert wal.stat().st_size == limit  # before any send
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        for n in range(20):
+            await store.enqueue(q, [NewMessage(f"{n}", "json", b"{}", T0, T0)])
+        assert wal.stat().st_size == limit  # written over, not appended to
+    finally:
+        await store.close()
+    again = SqliteStore(tmp_path / "data", wal_limit_bytes=limit)
+    await again.open(T0)
+    try:
+        assert await count(again, "jobs") == 20
+    finally:
+        await again.close()
+
+
+async def test_a_wal_left_by_a_crash_is_recovered_not_overwritten(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_S", 3600)  # all sends stay in the WAL
+    store = SqliteStore(tmp_path / "data")
+    await store.open(T0)
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        await store.enqueue(q, [NewMessage(f"{n}", "json", b"{}", T0, T0) for n in range(5)])
+        # The files as a kill -9 leaves them: the sends are in the WAL only.
+        for name in ("scheduler.sqlite", "scheduler.sqlite-wal"):
+            shutil.copyfile(tmp_path / "data" / name, crashed / name)
+    finally:
+        await store.close()
+    assert (crashed / "scheduler.sqlite-wal").stat().st_size > 0
+    recovered = SqliteStore(crashed)
+    await recovered.open(T0)
+    try:
+        assert await count(recovered, "jobs") == 5
+    finally:
+        await recovered.close()

@@ -157,6 +157,42 @@ async def test_an_operation_that_raises_a_bug_fails_alone_and_the_writer_goes_on
     assert await rows(rig.writer) == [1, 2, 3]
 
 
+async def submit_after(wr: Writer, turns: int, op: Call) -> object:
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    return await wr.submit(op)
+
+
+async def test_sends_arriving_over_several_loop_turns_share_one_commit(rig):
+    # As requests parsed one after another by a busy loop: one more each turn.
+    await asyncio.gather(
+        *(submit_after(rig.writer, t, Call(insert(t), most_rows=1)) for t in range(6))
+    )
+    assert len(rig.committed) == 1  # one commit, one fsync, for all six
+    assert await rows(rig.writer) == [0, 1, 2, 3, 4, 5]
+
+
+async def test_a_send_waits_for_company_at_most_gather_s(rig):
+    # A send every loop turn without end, and a loop turn takes 1 ms.
+    async def send(turns: int) -> object:
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        rig.clock.now += 0.001
+        return await rig.writer.submit(Call(insert(turns), most_rows=1))
+
+    await asyncio.gather(*(send(t) for t in range(20)))
+    # Groups of about GATHER_S / 1 ms + 1 sends, not one group of 20 (which has no deadline).
+    assert w.GATHER_S <= 0.003
+    assert len(rig.committed) >= 5
+
+
+async def test_claims_and_acks_are_not_held_back_for_company(rig):
+    # Nothing of theirs is fsynced, so there is nothing to share: each goes at once.
+    ops = [Call(insert(t), durable=False, most_rows=1) for t in range(6)]
+    await asyncio.gather(*(submit_after(rig.writer, t, op) for t, op in enumerate(ops)))
+    assert len(rig.committed) >= 3
+
+
 async def test_the_wal_file_stays_bounded_while_sends_keep_coming(tmp_path):
     limit = 256 * 1024
     store = SqliteStore(tmp_path / "data", wal_limit_bytes=limit)

@@ -1,8 +1,10 @@
 """Group commit: one task owns the write connection and runs everything pending in one
 transaction, commits, then resolves each caller's future.
 
-Many sends arriving together share one INSERT statement and one fsync. A failing group is
-retried one operation at a time so that one bad operation cannot fail its neighbours.
+Many sends arriving together share one INSERT statement and one fsync. A group that will be
+fsynced first lets the loop run while each of its turns brings more operations (``_gather``),
+so that requests the loop has yet to parse join it. A failing group is retried one operation
+at a time so that one bad operation cannot fail its neighbours.
 
 The write connection lives on one thread of its own, and a whole transaction (BEGIN, every
 operation, COMMIT) runs there as a single call. aiosqlite would make each statement a round

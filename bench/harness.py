@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "apps" / "bench_worker.py"
@@ -231,6 +232,23 @@ class Daemon:
             if r.status != 200:
                 raise BenchError(f"GET {path}: {r.status} {await r.text()}\n{self.log}")
             return await r.json()
+
+    async def commits(self) -> dict[str, float]:
+        """Group commits so far, by the thread that ran them ("loop", "writer"), and the
+        operations they held ("operations"), from the daemon's Prometheus metrics."""
+        assert self.session is not None
+        async with self.session.get("/__ocd/metrics") as r:
+            text = await r.text()
+        out = {"loop": 0.0, "writer": 0.0, "operations": 0.0}
+        for family in text_string_to_metric_families(text):
+            if family.name != "ocd_group_commit_operations":
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_count"):
+                    out[sample.labels["thread"]] += sample.value
+                elif sample.name.endswith("_sum"):
+                    out["operations"] += sample.value
+        return out
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:
         assert self.session is not None

@@ -111,8 +111,17 @@ async def http_push_single(bench: Bench, sizes: Sizes, run: int) -> dict[str, An
         ):
             path = await create_queue(d, "http")
             before = await measure(t, t.url, path, bodies, clients)
+            c0 = await d.commits()
             ocd = await measure(d, d.url, path, bodies, clients)
+            c1 = await d.commits()
             after = await measure(t, t.url, path, bodies, clients)
+    # How the pushes were committed: groups that went to the writer's thread (the slow-disk
+    # fallback) cost a thread hand-over each, and bigger groups share an fsync.
+    on_loop, on_thread = c1["loop"] - c0["loop"], c1["writer"] - c0["writer"]
+    ocd["commits_on_loop"], ocd["commits_on_writer_thread"] = on_loop, on_thread
+    ocd["ops_per_commit"] = round(
+        (c1["operations"] - c0["operations"]) / max(1, on_loop + on_thread), 1
+    )
     trivial = {
         key: round((before[key] + after[key]) / 2, 1)
         for key in ("req_s", "daemon_cpu_pct", "bench_cpu_pct", "other_cpu_pct", "cpu_us_per_req")

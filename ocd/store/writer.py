@@ -277,7 +277,8 @@ class Writer:
         ``GATHER_ROWS``, which keeps the group small enough to commit on the loop.
 
         Measured with 50 clients pushing single messages over HTTP: groups of 21 operations
-        instead of 12, 40% fewer commits, and 10-20% more requests/s in A/B runs."""
+        instead of 12, 40% fewer commits, and in alternating A/B runs 20% more requests/s
+        in a quiet hour (11,100 against 9,300), the same in a busy one (7,300 against 7,200)."""
         if self._durability != "full" or self._closing:
             return
         if not any(op.durable for op in self._pending):

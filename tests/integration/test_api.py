@@ -159,17 +159,23 @@ async def test_forged_and_foreign_lease_ids_ack_nothing_and_are_warned_about(sta
     assert await api.backlog("a") == 0 and await api.backlog("b") == 0
 
 
-async def test_a_long_poll_is_woken_by_a_push(start_daemon):
-    d = await start_daemon()
-    api = Rest(d)
+async def parked_poll(d, api: Rest, wait_ms: int) -> asyncio.Task:
+    """Queue "work" with a pull consumer, and a long poll on it that is parked waiting for
+    a commit on that queue (what a push, a pause or a shutdown must then wake)."""
     q = await api.create_queue("work")
     await api.pull_consumer("work")
     store = d.daemon.store
     key = store.queue_by_id(q["queue_id"]).key
-    started = time.monotonic()
-    poll = asyncio.create_task(api.pull("work", wait_ms=10_000))
-    # Push only once the pull is parked waiting for a commit on this queue.
+    poll = asyncio.create_task(api.pull("work", wait_ms=wait_ms))
     await eventually(lambda: key in store._events, timeout=5)
+    return poll
+
+
+async def test_a_long_poll_is_woken_by_a_push(start_daemon):
+    d = await start_daemon()
+    api = Rest(d)
+    started = time.monotonic()
+    poll = await parked_poll(d, api, 10_000)
     assert not poll.done()
     await api.push("work", "wake up", content_type="text")
     pulled = await asyncio.wait_for(poll, timeout=5)
@@ -203,12 +209,7 @@ async def test_a_long_poll_gets_a_message_whose_lease_lapses_while_it_waits(star
 async def test_a_long_poll_ends_empty_when_its_queue_is_paused(start_daemon):
     d = await start_daemon()
     api = Rest(d)
-    q = await api.create_queue("work")
-    await api.pull_consumer("work")
-    store = d.daemon.store
-    key = store.queue_by_id(q["queue_id"]).key
-    poll = asyncio.create_task(api.pull("work", wait_ms=10_000))
-    await eventually(lambda: key in store._events, timeout=5)
+    poll = await parked_poll(d, api, 10_000)
     await api.ok("PATCH", "/queues/work", {"settings": {"delivery_paused": True}})
     await api.push("work", "not while paused", content_type="text")
     pulled = await asyncio.wait_for(poll, timeout=5)
@@ -554,12 +555,7 @@ async def test_unknown_routes_and_methods_get_the_envelope(start_daemon):
 async def test_shutdown_answers_a_waiting_long_poll_at_once(start_daemon):
     d = await start_daemon()
     api = Rest(d)
-    q = await api.create_queue("work")
-    await api.pull_consumer("work")
-    store = d.daemon.store
-    key = store.queue_by_id(q["queue_id"]).key
-    poll = asyncio.create_task(api.pull("work", wait_ms=20_000))
-    await eventually(lambda: key in store._events, timeout=5)
+    poll = await parked_poll(d, api, 20_000)
     started = time.monotonic()
     await d.daemon.shutdown(timeout_s=30)
     pulled = await asyncio.wait_for(poll, timeout=5)

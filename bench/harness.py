@@ -97,6 +97,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+async def wait_until_up(url: str, timeout_s: float, check_alive: Callable[[], None]) -> bool:
+    """Poll ``url`` until it answers 200 (True) or ``timeout_s`` passes (False);
+    ``check_alive`` raises if the server's process has exited meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as s:
+        while time.monotonic() < deadline:
+            check_alive()
+            try:
+                async with s.get(url) as r:
+                    if r.status == 200:
+                        return True
+            except aiohttp.ClientConnectionError:
+                pass
+            await asyncio.sleep(POLL_S)
+    return False
+
+
 # ------------------------------------------------------------------------------ the daemon
 
 
@@ -160,18 +177,8 @@ class Daemon:
 
     async def _wait_healthy(self, timeout_s: float) -> None:
         url = f"http://127.0.0.1:{self.port}/__ocd/healthz"
-        deadline = time.monotonic() + timeout_s
-        async with aiohttp.ClientSession() as s:
-            while time.monotonic() < deadline:
-                self.check_alive()
-                try:
-                    async with s.get(url) as r:
-                        if r.status == 200:
-                            return
-                except aiohttp.ClientConnectionError:
-                    pass
-                await asyncio.sleep(POLL_S)
-        raise BenchError(f"ocd did not become healthy within {timeout_s} s\n{self.log}")
+        if not await wait_until_up(url, timeout_s, self.check_alive):
+            raise BenchError(f"ocd did not become healthy within {timeout_s} s\n{self.log}")
 
     @property
     def log(self) -> str:

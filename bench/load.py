@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from harness import POLL_S, BenchError, free_port, percentile, process_cpu_s
+from harness import BenchError, free_port, percentile, process_cpu_s, wait_until_up
 
 TRIVIAL = Path(__file__).resolve().parent / "apps" / "trivial_server.py"
 REQUEST_TIMEOUT_S = 60.0
@@ -173,20 +173,13 @@ class TrivialServer:
         self._kill()
 
     async def _wait_healthy(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        async with aiohttp.ClientSession() as s:
-            while time.monotonic() < deadline:
-                assert self.proc is not None
-                if self.proc.poll() is not None:
-                    raise BenchError(f"trivial server exited:\n{self.log_path.read_text()}")
-                try:
-                    async with s.get(f"{self.url}/healthz") as r:
-                        if r.status == 200:
-                            return
-                except aiohttp.ClientConnectionError:
-                    pass
-                await asyncio.sleep(POLL_S)
-        raise BenchError(f"trivial server not up within {timeout_s} s")
+        if not await wait_until_up(f"{self.url}/healthz", timeout_s, self._check_alive):
+            raise BenchError(f"trivial server not up within {timeout_s} s")
+
+    def _check_alive(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise BenchError(f"trivial server exited:\n{self.log_path.read_text()}")
 
     def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -21,6 +21,10 @@ from ocd.store import Backlog, DeadLetter, Delivery, LeaseKind, PullConsumer, Qu
 
 LEASE_SECRET = "lease-signing-key"
 MAX_WAIT_MS = 20_000
+_NOT_ISSUED = {  # the warning for an id this queue did not issue, by kind
+    "lease": "invalid lease id: not issued for this queue",
+    "ref": "invalid ref: not issued for this queue",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,20 +190,14 @@ class PullService:
         retries: Sequence[tuple[str, int | None]],
     ) -> AckResult:
         warnings: dict[str, str] = {}
-        ack_seqs: list[int] = []
-        for lease in acks:
-            token = self.signer.check("lease", queue, lease)
-            if token is None:
-                warnings[str(lease)] = "invalid lease id: not issued for this queue"
-            else:
-                ack_seqs.append(token.seq)
+        ack_seqs = self._seqs("lease", queue, acks, warnings)
         now = self.clock()
         retry_rows: list[tuple[int, int]] = []
         dead: list[int] = []
         for lease, delay_s in retries:
             token = self.signer.check("lease", queue, lease)
             if token is None:
-                warnings[str(lease)] = "invalid lease id: not issued for this queue"
+                warnings[str(lease)] = _NOT_ISSUED["lease"]
             elif exhausted(token.attempts, consumer.max_retries):
                 dead.append(token.seq)
             else:
@@ -214,12 +212,19 @@ class PullService:
 
     async def purge_refs(self, queue: QueueRecord, refs: Sequence[str]) -> dict[str, str]:
         warnings: dict[str, str] = {}
+        await self.store.delete_messages(queue, self._seqs("ref", queue, refs, warnings))
+        return warnings
+
+    def _seqs(
+        self, kind: str, queue: QueueRecord, ids: Sequence[str], warnings: dict[str, str]
+    ) -> list[int]:
+        """The messages that ``ids`` (leases or refs) name; each one not issued for this
+        queue gets a warning instead."""
         seqs: list[int] = []
-        for ref in refs:
-            token = self.signer.check("ref", queue, ref)
+        for i in ids:
+            token = self.signer.check(kind, queue, i)
             if token is None:
-                warnings[str(ref)] = "invalid ref: not issued for this queue"
+                warnings[str(i)] = _NOT_ISSUED[kind]
             else:
                 seqs.append(token.seq)
-        await self.store.delete_messages(queue, seqs)
-        return warnings
+        return seqs

@@ -17,11 +17,14 @@ thread and back costs two wake-ups and two GIL hand-overs; under HTTP load the l
 GIL nearly all the time, so each hand-over waited about a millisecond and a commit that takes
 0.3 ms on its own took 3. Measured with 50 clients pushing single messages, committing small
 groups inline raised the rate from about 5,000 to 6,900 requests/s. The loop then waits out
-the fsync itself, which is cheap only on a fast disk: when inline commits keep the loop
-asleep (waiting for the disk, not for a CPU: ``ocd.store.asleep``) longer than
-``SLOW_INLINE_S`` on average, every group goes to the thread for ``THREAD_AFTER_SLOW_S``,
-and a slow disk stalls the loop only about once in that time. Large groups (a purge, a
-retention sweep, thousands of rows) always go to the thread.
+the fsync itself, which is cheap only on a fast disk: when more than half of the last
+``INLINE_WINDOW`` inline commits kept the loop asleep (waiting for the disk, not for a CPU:
+``ocd.store.asleep``) longer than ``SLOW_INLINE_S``, every group goes to the thread for
+``THREAD_AFTER_SLOW_S``, and a slow disk stalls the loop only about once in that time.
+A count, not an average: on a shared host a single fsync now and then takes tens of
+milliseconds (72 ms seen), and a moving average tripped on one of those, sending every group
+of the next 10 s through the thread, where single pushes ran a quarter slower. Large groups
+(a purge, a retention sweep, thousands of rows) always go to the thread.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import contextlib
 import logging
 import sqlite3
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,9 +52,9 @@ log = logging.getLogger(__name__)
 MAX_GROUP = 4000  # operations per group commit; bounds one transaction's size
 IN_CHUNK = 500  # parameters per "seq IN (...)" statement
 INLINE_ROWS = 1000  # a group touching at most this many rows may commit on the loop
-SLOW_INLINE_S = 0.004  # inline commits asleep longer than this on average ...
-THREAD_AFTER_SLOW_S = 10.0  # ... send every group to the writer's thread for this long
-INLINE_AVERAGE_WEIGHT = 0.25  # of the newest inline commit in the moving average
+INLINE_WINDOW = 16  # when more than half of the last this many inline commits ...
+SLOW_INLINE_S = 0.004  # ... slept longer than this, ...
+THREAD_AFTER_SLOW_S = 10.0  # ... every group goes to the writer's thread for this long
 GATHER_S = 0.002  # a group that will be fsynced waits for more operations at most this long
 GATHER_ROWS = INLINE_ROWS // 2  # ... and stops waiting once it holds this many rows
 
@@ -194,7 +198,7 @@ class Writer:
         self._conn: sqlite3.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._threaded_until = 0.0  # monotonic time until which no group commits inline
-        self._inline_s = 0.0  # moving average of the time inline commits slept
+        self._slow: deque[bool] = deque(maxlen=INLINE_WINDOW)  # per inline commit: slow?
         self.commits = 0
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -325,10 +329,8 @@ class Writer:
         try:
             tx = self._run(self._conn, ops)
         finally:
-            slept = self._asleep() - slept
-            w = INLINE_AVERAGE_WEIGHT
-            self._inline_s = w * slept + (1 - w) * self._inline_s
-            if self._inline_s > SLOW_INLINE_S:
+            self._slow.append(self._asleep() - slept > SLOW_INLINE_S)
+            if 2 * sum(self._slow) > INLINE_WINDOW:
                 self._threaded_until = self._monotonic() + THREAD_AFTER_SLOW_S
         tx.on_loop = True
         return tx

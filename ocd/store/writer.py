@@ -20,7 +20,7 @@ groups inline raised the rate from about 5,000 to 6,900 requests/s. The loop the
 the fsync itself, which is cheap only on a fast disk: when more than half of the last
 ``INLINE_WINDOW`` inline commits kept the loop asleep (waiting for the disk, not for a CPU:
 ``ocd.store.asleep``) longer than ``SLOW_INLINE_S``, every group goes to the thread for
-``THREAD_AFTER_SLOW_S``, and a slow disk stalls the loop only about once in that time.
+``THREAD_AFTER_SLOW_S``, and a slow disk stalls the loop for about nine commits in that time.
 A count, not an average: on a shared host a single fsync now and then takes tens of
 milliseconds (72 ms seen), and a moving average tripped on one of those, sending every group
 of the next 10 s through the thread, where single pushes ran a quarter slower. Large groups
@@ -332,6 +332,7 @@ class Writer:
             self._slow.append(self._asleep() - slept > SLOW_INLINE_S)
             if 2 * sum(self._slow) > INLINE_WINDOW:
                 self._threaded_until = self._monotonic() + THREAD_AFTER_SLOW_S
+                self._slow.clear()  # judge the disk afresh when that time is up
         tx.on_loop = True
         return tx
 

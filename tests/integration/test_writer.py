@@ -99,9 +99,28 @@ async def test_slow_inline_commits_send_groups_to_the_thread_for_a_while(rig):
     assert all(t == loop_thread for t in threads[:moved])
     assert all(t != loop_thread for t in threads[moved:])
 
+    # Once that time is up the disk is judged afresh: fast now, so groups stay on the loop.
     clock.now += w.THREAD_AFTER_SLOW_S + 1
-    assert await rig.writer.submit(Call(insert(100), most_rows=1)) == loop_thread
-    assert len(await rows(rig.writer)) == w.INLINE_WINDOW + 1
+    for v in range(100, 100 + w.INLINE_WINDOW):
+        assert await rig.writer.submit(Call(insert(v), most_rows=1)) == loop_thread
+    assert len(await rows(rig.writer)) == 2 * w.INLINE_WINDOW
+
+
+async def test_a_disk_still_slow_after_the_pause_sends_groups_back_to_the_thread(rig):
+    clock, loop_thread = rig.clock, threading.get_ident()
+
+    async def slow_commits(first: int, n: int) -> list[int]:
+        return [
+            await rig.writer.submit(Call(insert(v, takes_s=0.02, clock=clock), most_rows=1))
+            for v in range(first, first + n)
+        ]
+
+    await slow_commits(0, w.INLINE_WINDOW)
+    clock.now += w.THREAD_AFTER_SLOW_S + 1
+    threads = await slow_commits(100, w.INLINE_WINDOW)
+    moved = w.INLINE_WINDOW // 2 + 1  # the loop stalls this often per pause, no more
+    assert all(t == loop_thread for t in threads[:moved])
+    assert all(t != loop_thread for t in threads[moved:])
 
 
 async def test_single_very_slow_commits_among_fast_ones_keep_groups_on_the_loop(rig):

@@ -1,5 +1,7 @@
 """Every SQL statement of the SQLite backend, by name. Nothing else in ocd writes SQL."""
 
+import functools
+
 APPLICATION_ID = 0x6F636421  # "ocd!": tells an ocd database from any other SQLite file
 
 # Each entry upgrades the schema by one version; PRAGMA user_version holds the current one.
@@ -104,10 +106,16 @@ COUNT_BY_QUEUE = """
 SELECT queue, count(*), coalesce(sum(size), 0), min(sent_ms) FROM messages GROUP BY queue
 """
 
-INSERT_MESSAGE = """
-INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-"""
+_INSERT_MESSAGES = (
+    "INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms) "
+)
+
+
+@functools.cache
+def insert_messages(rows: int) -> str:
+    """INSERT of ``rows`` messages in one statement, seven parameters each."""
+    return _INSERT_MESSAGES + "VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+
 
 # Messages a crash left leased to a push dispatcher become ready now; their attempt stays
 # counted, so a message that crashes the daemon cannot loop for ever.

@@ -37,6 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 MAX_GROUP = 4000  # operations per group commit; bounds one transaction's size
 IN_CHUNK = 500  # parameters per "seq IN (...)" statement
+INSERT_ROWS = 32  # messages per INSERT statement (7 parameters each)
 INLINE_ROWS = 1000  # a group touching at most this many rows may commit on the loop
 INLINE_WINDOW = 16  # when more than half of the last this many inline commits ...
 SLOW_INLINE_S = 0.004  # ... slept longer than this, ...
@@ -112,21 +114,26 @@ class Enqueue(Op):
         self.messages = messages
         self.most_rows = len(messages)
 
-    def rows(self) -> Iterable[tuple[Any, ...]]:
+    def rows(self) -> list[tuple[Any, ...]]:
         key = self.queue.key
-        for m in self.messages:
-            yield (key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms)
+        return [
+            (key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms)
+            for m in self.messages
+        ]
 
     def account(self, tx: Tx) -> None:
-        tx.added(
-            self.queue.key,
-            len(self.messages),
-            sum(len(m.body) for m in self.messages),
-            min(m.sent_ms for m in self.messages),
-        )
+        # Plain loops, not sum() and min() over generators: this runs for every send.
+        size = 0
+        first = None
+        for m in self.messages:
+            size += len(m.body)
+            if first is None or m.sent_ms < first:
+                first = m.sent_ms
+        if first is not None:
+            tx.added(self.queue.key, len(self.messages), size, first)
 
     def apply(self, tx: Tx) -> None:
-        tx.conn.executemany(sql.INSERT_MESSAGE, self.rows())
+        insert_messages(tx.conn, self.rows())
         self.account(tx)
 
 
@@ -144,6 +151,23 @@ class Call(Op):
 
     def apply(self, tx: Tx) -> None:
         self.result = self.fn(tx, *self.args)
+
+
+def insert_messages(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """INSERT ``rows`` with as few statements as possible: one statement of many rows costs
+    SQLite a third less than ``executemany`` of one row each (21 rows: 88 µs against
+    120 µs), which runs a whole statement, AUTOINCREMENT bookkeeping included, per row."""
+    full = len(rows) - len(rows) % INSERT_ROWS
+    if full:
+        conn.executemany(
+            sql.insert_messages(INSERT_ROWS),
+            (
+                list(chain.from_iterable(rows[i : i + INSERT_ROWS]))
+                for i in range(0, full, INSERT_ROWS)
+            ),
+        )
+    if full < len(rows):
+        conn.execute(sql.insert_messages(len(rows) - full), list(chain.from_iterable(rows[full:])))
 
 
 def chunks(seq: Sequence[int]) -> Iterable[Sequence[int]]:
@@ -380,8 +404,8 @@ class Writer:
         try:
             enqueues = [op for op in ops if isinstance(op, Enqueue)]
             if enqueues:
-                # All pending sends in one statement: the point of group commit.
-                conn.executemany(sql.INSERT_MESSAGE, (row for e in enqueues for row in e.rows()))
+                # All pending sends in as few statements as possible: the point of group commit.
+                insert_messages(conn, [row for e in enqueues for row in e.rows()])
                 for e in enqueues:
                     e.account(tx)
             for op in ops:

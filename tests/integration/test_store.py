@@ -149,6 +149,21 @@ async def test_concurrent_enqueues_are_group_committed(store):
     assert store.commits - before < 200  # many sends share a transaction
 
 
+async def test_a_group_larger_than_one_insert_keeps_every_message_in_send_order(store):
+    # 100 + 37 sends of one each: several INSERT statements of 32 rows and a shorter last one
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    batch = msgs(100, prefix="b")
+    singles = [msgs(1, prefix=f"s{i:03d}") for i in range(37)]
+    await asyncio.gather(store.enqueue(q, batch), *(store.enqueue(q, m) for m in singles))
+    claimed = (await store.claim(q, 200, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    sent = [m.id for m in batch] + [m[0].id for m in singles]
+    assert sorted(d.id for d in claimed) == sorted(sent)
+    # seq order is send order: the batch's messages stay in their order within it
+    by_seq = [d.id for d in sorted(claimed, key=lambda d: d.seq)]
+    assert [i for i in by_seq if i.startswith("b")] == [m.id for m in batch]
+    assert (await store.backlog(q)).bytes == 137 * len(b'"x"')
+
+
 async def test_state_survives_reopen_and_push_leases_come_back(tmp_path):
     s = SqliteStore(tmp_path)
     await s.open(T0)

@@ -446,8 +446,13 @@ class SqliteStore:
     # ---------------------------------------------------------------- messages
 
     async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
-        await self._submit(Enqueue(queue, messages))
-        return await self.backlog(queue)
+        # Straight to the writer, and the backlog from memory when it is known: every
+        # coroutine layer here is paid by every send.
+        if self._closing or self._writer is None:
+            raise StoreError("the store is closed")
+        await self._writer.submit(Enqueue(queue, messages))
+        known = self._known_backlog(queue)
+        return known if known is not None else await self.backlog(queue)
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         assert self._r is not None
@@ -656,18 +661,25 @@ class SqliteStore:
     def backlog_count(self, queue: QueueRecord) -> int:
         return self._counts.get(queue.key, [0])[0]
 
-    async def backlog(self, queue: QueueRecord) -> Backlog:
+    def _known_backlog(self, queue: QueueRecord) -> Backlog | None:
+        """The backlog from memory; None if the oldest message's time has to be read."""
         count, size = self._counts.get(queue.key, (0, 0))
         if count <= 0:
             return Backlog(0, 0, 0)
         oldest = self._oldest.get(queue.key)
-        if oldest is None:
-            assert self._r is not None
-            try:
-                (found,) = await read_one(self._r, sql.OLDEST, (queue.key,))
-            except sqlite3.Error as e:
-                raise StoreError(f"reading {self.path} failed: {e}") from e
-            oldest = self._oldest[queue.key] = found or 0
+        return None if oldest is None else Backlog(count, size, oldest)
+
+    async def backlog(self, queue: QueueRecord) -> Backlog:
+        known = self._known_backlog(queue)
+        if known is not None:
+            return known
+        assert self._r is not None
+        try:
+            (found,) = await read_one(self._r, sql.OLDEST, (queue.key,))
+        except sqlite3.Error as e:
+            raise StoreError(f"reading {self.path} failed: {e}") from e
+        oldest = self._oldest[queue.key] = found or 0
+        count, size = self._counts.get(queue.key, (0, 0))
         return Backlog(count, size, oldest)
 
     # ---------------------------------------------------------------- wake-ups

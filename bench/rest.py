@@ -4,8 +4,8 @@
 * http_pull_ack    -- a few pullers pull 100 and ack them in one request, from a queue the
                       bench worker filled, with a pull consumer added over the API;
 * http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
-                      same requests against ``apps/trivial_server.py`` just before and just
-                      after: ocd's rate over the mean of those two.
+                      same requests against ``apps/trivial_server.py``, in blocks that
+                      alternate with ocd's: ocd's rate over the trivial one.
 
 With no ``[[accounts]]`` in the config the account is ``local`` and needs no token.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import load
 from harness import Bench, BenchError, CpuWindow, Daemon, Measured, Setup, timeout_for
 from load import TrivialServer
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 API = "/client/v4/accounts/local/queues"
 HTTP_BATCH = 100  # messages per batch push, and per pull
+SINGLE_BLOCKS = 5  # ocd's single pushes are measured in this many blocks, each between two
+# of the trivial server's
 PULL_VISIBILITY_MS = 600_000  # no lease runs out during a run, so nothing is pulled twice
 
 
@@ -50,16 +53,7 @@ async def measure(
     """Open a connection per client, then POST every body; rates and the CPU it took."""
     async with load.session(url, clients) as s:
         await load.warm_up(s, path, bodies[0], clients)
-        cpu = CpuWindow(server)
-        done = await asyncio.wait_for(
-            load.drive(s, path, bodies, clients, per_request),
-            timeout_for(len(bodies) * per_request),
-        )
-        usage = cpu.usage()
-    result = {**done.summary(), **usage}
-    # The server's CPU per request: steadier than the rate when the machine is noisy.
-    result["cpu_us_per_req"] = round(usage["daemon_cpu_pct"] * 1e4 / result["req_s"], 1)
-    return result
+        return combined([await timed(server, s, path, bodies, clients, per_request)])
 
 
 async def http_push_batch(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
@@ -96,13 +90,17 @@ async def http_pull_ack(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
 
 
 async def http_push_single(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
-    """The same single pushes against ocd and against a trivial aiohttp handler.
+    """The same single pushes against ocd and against a trivial aiohttp handler, in
+    alternating blocks: trivial, ocd, trivial, ..., ocd, trivial (``SINGLE_BLOCKS`` of ocd).
 
-    The trivial server is measured just before and just after ocd, and ocd is compared with
-    the mean of the two: the machine's speed drifts over seconds, and one trivial run taken
-    before or after alone moved the ratio by ±0.15 between runs."""
-    bodies = [load.dumps({"body": {"i": i}}) for i in range(sizes.http_single_total)]
+    The machine's speed drifts over seconds: one trivial measurement taken before ocd's
+    and one after moved the ratio by ±0.15 between runs. Short alternating blocks put both
+    servers through the same drift, and each rate is requests over seconds of all its
+    blocks."""
     clients = sizes.http_clients
+    per_block = max(clients, sizes.http_single_total // SINGLE_BLOCKS)
+    bodies = [load.dumps({"body": {"i": i}}) for i in range(per_block * (SINGLE_BLOCKS + 1))]
+    blocks = [bodies[i : i + per_block] for i in range(0, len(bodies), per_block)]
     with bench.workdir("http-single") as work:
         setup = Setup(work / "data", {})
         async with (
@@ -110,11 +108,19 @@ async def http_push_single(bench: Bench, sizes: Sizes, run: int) -> dict[str, An
             TrivialServer(work / "trivial.log") as t,
         ):
             path = await create_queue(d, "http")
-            before = await measure(t, t.url, path, bodies, clients)
-            c0 = await d.commits()
-            ocd = await measure(d, d.url, path, bodies, clients)
-            c1 = await d.commits()
-            after = await measure(t, t.url, path, bodies, clients)
+            async with load.session(d.url, clients) as to_ocd, load.session(t.url, clients) as to_t:
+                await load.warm_up(to_ocd, path, bodies[0], clients)
+                await load.warm_up(to_t, path, bodies[0], clients)
+                c0 = await d.commits()
+                ocd_parts, trivial_parts, ocd_idle = [], [], []
+                for i, block in enumerate(blocks):
+                    idle = CpuWindow(d)
+                    trivial_parts.append(await timed(t, to_t, path, block, clients))
+                    ocd_idle.append(idle.usage()["daemon_cpu_pct"])
+                    if i < SINGLE_BLOCKS:
+                        ocd_parts.append(await timed(d, to_ocd, path, block, clients))
+                c1 = await d.commits()
+    ocd = combined(ocd_parts)
     # How the pushes were committed: groups that went to the writer's thread (the slow-disk
     # fallback) cost a thread hand-over each, and bigger groups share an fsync.
     on_loop, on_thread = c1["loop"] - c0["loop"], c1["writer"] - c0["writer"]
@@ -122,16 +128,58 @@ async def http_push_single(bench: Bench, sizes: Sizes, run: int) -> dict[str, An
     ocd["ops_per_commit"] = round(
         (c1["operations"] - c0["operations"]) / max(1, on_loop + on_thread), 1
     )
-    trivial = {
-        key: round((before[key] + after[key]) / 2, 1)
-        for key in ("req_s", "daemon_cpu_pct", "bench_cpu_pct", "other_cpu_pct", "cpu_us_per_req")
-    }
+    trivial = combined(trivial_parts)
     trivial["server_cpu_pct"] = trivial.pop("daemon_cpu_pct")  # that server is no daemon
-    trivial["req_s_before"], trivial["req_s_after"] = before["req_s"], after["req_s"]
+    # ocd idles beside the trivial server's blocks; its timers (checkpoints) must not eat
+    # into the yardstick.
+    trivial["ocd_cpu_pct"] = round(sum(ocd_idle) / len(ocd_idle), 1)
     return {
         "req_s": ocd["req_s"],
         "trivial_req_s": trivial["req_s"],
         "ratio": ocd["req_s"] / trivial["req_s"],
+        # Each ocd block against the trivial blocks either side of it: how much the ratio
+        # moves within one run.
+        "block_ratios": [
+            round(rate(o) / ((rate(a) + rate(b)) / 2), 3)
+            for o, a, b in zip(ocd_parts, trivial_parts, trivial_parts[1:], strict=False)
+        ],
         "ocd": ocd,
         "trivial": trivial,
     }
+
+
+async def timed(
+    server: Measured,
+    s: aiohttp.ClientSession,
+    path: str,
+    bodies: list[bytes],
+    clients: int,
+    per_request: int = 1,
+) -> tuple[load.Load, dict[str, float]]:
+    """POST every body once over open connections; what it did, and the CPU it took."""
+    cpu = CpuWindow(server)
+    done = await asyncio.wait_for(
+        load.drive(s, path, bodies, clients, per_request),
+        timeout_for(len(bodies) * per_request),
+    )
+    return done, cpu.usage()
+
+
+def rate(part: tuple[load.Load, dict[str, float]]) -> float:
+    return part[0].requests / part[0].seconds
+
+
+def combined(parts: list[tuple[load.Load, dict[str, float]]]) -> dict[str, Any]:
+    """Several blocks as one measurement: rates over their total time, CPU weighted by it."""
+    whole = load.Load(
+        sum(p.requests for p, _ in parts),
+        sum(p.messages for p, _ in parts),
+        sum(p.seconds for p, _ in parts),
+        [s for p, _ in parts for s in p.latencies_s],
+    )
+    result: dict[str, Any] = whole.summary()
+    for key in ("daemon_cpu_pct", "bench_cpu_pct", "other_cpu_pct"):
+        result[key] = round(sum(u[key] * p.seconds for p, u in parts) / whole.seconds, 1)
+    # The server's CPU per request: steadier than the rate when the machine is noisy.
+    result["cpu_us_per_req"] = round(result["daemon_cpu_pct"] * 1e4 / result["req_s"], 1)
+    return result

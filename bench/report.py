@@ -78,6 +78,15 @@ METRICS = (
     Metric("http_push_single_cpu_us", "http_push_single", ("ocd", "cpu_us_per_req"), "us"),
     Metric("trivial_cpu_us", "http_push_single", ("trivial", "cpu_us_per_req"), "us"),
     Metric("trivial_bench_cpu", "http_push_single", ("trivial", "bench_cpu_pct"), "%"),
+    Metric("http_push_single_raw", "http_push_single", ("raw", "req_s"), "req/s"),
+    Metric("trivial_raw_rps", "http_push_single", ("raw", "trivial_req_s"), "req/s"),
+    Metric("http_push_single_raw_ratio", "http_push_single", ("raw", "ratio"), "", (">=", 0.7)),
+    Metric("http_push_single_raw_cpu", "http_push_single", ("raw", "ocd", "daemon_cpu_pct"), "%"),
+    Metric(
+        "http_push_single_raw_bench_cpu", "http_push_single", ("raw", "ocd", "bench_cpu_pct"), "%"
+    ),
+    Metric("trivial_raw_cpu", "http_push_single", ("raw", "trivial", "server_cpu_pct"), "%"),
+    Metric("trivial_raw_bench_cpu", "http_push_single", ("raw", "trivial", "bench_cpu_pct"), "%"),
 )
 
 
@@ -122,6 +131,9 @@ def summary_line(metrics: dict[str, Any]) -> str:
         show("http_push_single", "http_single", ".0f", " req/s"),
         show("trivial_rps", "trivial", ".0f", " req/s"),
         show("http_push_single_ratio", "http_single_ratio", ".2f"),
+        show("http_push_single_raw", "http_single_raw", ".0f", " req/s"),
+        show("trivial_raw_rps", "trivial_raw", ".0f", " req/s"),
+        show("http_push_single_raw_ratio", "http_single_raw_ratio", ".2f"),
     ]
     return "SUMMARY " + " ".join(parts)
 

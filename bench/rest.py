@@ -5,7 +5,8 @@
                       bench worker filled, with a pull consumer added over the API;
 * http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
                       same requests against ``apps/trivial_server.py``, in blocks that
-                      alternate with ocd's: ocd's rate over the trivial one.
+                      alternate with ocd's: ocd's rate over the trivial one; from the
+                      aiohttp client, then from the lean ``load.RawLoad``.
 
 With no ``[[accounts]]`` in the config the account is ``local`` and needs no token.
 """
@@ -13,6 +14,7 @@ With no ``[[accounts]]`` in the config the account is ``local`` and needs no tok
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -91,12 +93,15 @@ async def http_pull_ack(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
 
 async def http_push_single(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
     """The same single pushes against ocd and against a trivial aiohttp handler, in
-    alternating blocks: trivial, ocd, trivial, ..., ocd, trivial (``SINGLE_BLOCKS`` of ocd).
+    alternating blocks: trivial, ocd, trivial, ..., ocd, trivial (``SINGLE_BLOCKS`` of ocd);
+    first from the aiohttp client, then again from the lean ``RawLoad`` generator.
 
     The machine's speed drifts over seconds: one trivial measurement taken before ocd's
     and one after moved the ratio by ±0.15 between runs. Short alternating blocks put both
     servers through the same drift, and each rate is requests over seconds of all its
-    blocks."""
+    blocks. The aiohttp client costs about as much CPU per request as the trivial server
+    and limits it; the lean generator lets the trivial server run at its own pace, the
+    harder comparison for ocd."""
     clients = sizes.http_clients
     per_block = max(clients, sizes.http_single_total // SINGLE_BLOCKS)
     bodies = [load.dumps({"body": {"i": i}}) for i in range(per_block * (SINGLE_BLOCKS + 1))]
@@ -108,43 +113,72 @@ async def http_push_single(bench: Bench, sizes: Sizes, run: int) -> dict[str, An
             TrivialServer(work / "trivial.log") as t,
         ):
             path = await create_queue(d, "http")
+            c0 = await d.commits()
             async with load.session(d.url, clients) as to_ocd, load.session(t.url, clients) as to_t:
                 await load.warm_up(to_ocd, path, bodies[0], clients)
                 await load.warm_up(to_t, path, bodies[0], clients)
-                c0 = await d.commits()
-                ocd_parts, trivial_parts, ocd_idle = [], [], []
-                for i, block in enumerate(blocks):
-                    idle = CpuWindow(d)
-                    trivial_parts.append(await timed(t, to_t, path, block, clients))
-                    ocd_idle.append(idle.usage()["daemon_cpu_pct"])
-                    if i < SINGLE_BLOCKS:
-                        ocd_parts.append(await timed(d, to_ocd, path, block, clients))
-                c1 = await d.commits()
-    ocd = combined(ocd_parts)
-    # How the pushes were committed: groups that went to the writer's thread (the slow-disk
-    # fallback) cost a thread hand-over each, and bigger groups share an fsync.
+
+                def client(server: Measured, s: aiohttp.ClientSession) -> Go:
+                    return lambda block: timed(server, s, path, block, clients)
+
+                out = await alternate(d, client(d, to_ocd), client(t, to_t), blocks)
+            c1 = await d.commits()
+            async with (
+                load.RawLoad(d.port, clients) as raw_ocd,
+                load.RawLoad(t.port, clients) as raw_t,
+            ):
+
+                def raw(server: Measured, gen: load.RawLoad) -> Go:
+                    return lambda block: raw_timed(
+                        server, gen, [gen.request(path, b) for b in block]
+                    )
+
+                await raw_ocd.drive([raw_ocd.request(path, bodies[0])] * clients)
+                await raw_t.drive([raw_t.request(path, bodies[0])] * clients)
+                out["raw"] = await alternate(d, raw(d, raw_ocd), raw(t, raw_t), blocks)
+    # How the pushes from the aiohttp client were committed: groups that went to the
+    # writer's thread (the slow-disk fallback) cost a thread hand-over each, and bigger
+    # groups share an fsync.
     on_loop, on_thread = c1["loop"] - c0["loop"], c1["writer"] - c0["writer"]
+    ocd = out["ocd"]
     ocd["commits_on_loop"], ocd["commits_on_writer_thread"] = on_loop, on_thread
     ocd["ops_per_commit"] = round(
         (c1["operations"] - c0["operations"]) / max(1, on_loop + on_thread), 1
     )
-    trivial = combined(trivial_parts)
-    trivial["server_cpu_pct"] = trivial.pop("daemon_cpu_pct")  # that server is no daemon
+    return out
+
+
+Go = Callable[[list[bytes]], Awaitable[tuple[load.Load, dict[str, float]]]]
+
+
+async def alternate(d: Daemon, ocd: Go, trivial: Go, blocks: list[list[bytes]]) -> dict[str, Any]:
+    """Blocks to the trivial server and to ocd in turn, starting and ending with the trivial
+    server's; ocd's rate over the trivial server's."""
+    ocd_parts, trivial_parts, ocd_idle = [], [], []
+    for i, block in enumerate(blocks):
+        idle = CpuWindow(d)
+        trivial_parts.append(await trivial(block))
+        ocd_idle.append(idle.usage()["daemon_cpu_pct"])
+        if i < len(blocks) - 1:
+            ocd_parts.append(await ocd(block))
+    o = combined(ocd_parts)
+    t = combined(trivial_parts)
+    t["server_cpu_pct"] = t.pop("daemon_cpu_pct")  # that server is no daemon
     # ocd idles beside the trivial server's blocks; its timers (checkpoints) must not eat
     # into the yardstick.
-    trivial["ocd_cpu_pct"] = round(sum(ocd_idle) / len(ocd_idle), 1)
+    t["ocd_cpu_pct"] = round(sum(ocd_idle) / len(ocd_idle), 1)
     return {
-        "req_s": ocd["req_s"],
-        "trivial_req_s": trivial["req_s"],
-        "ratio": ocd["req_s"] / trivial["req_s"],
+        "req_s": o["req_s"],
+        "trivial_req_s": t["req_s"],
+        "ratio": o["req_s"] / t["req_s"],
         # Each ocd block against the trivial blocks either side of it: how much the ratio
         # moves within one run.
         "block_ratios": [
-            round(rate(o) / ((rate(a) + rate(b)) / 2), 3)
-            for o, a, b in zip(ocd_parts, trivial_parts, trivial_parts[1:], strict=False)
+            round(rate(a) / ((rate(b) + rate(c)) / 2), 3)
+            for a, b, c in zip(ocd_parts, trivial_parts, trivial_parts[1:], strict=False)
         ],
-        "ocd": ocd,
-        "trivial": trivial,
+        "ocd": o,
+        "trivial": t,
     }
 
 
@@ -162,6 +196,14 @@ async def timed(
         load.drive(s, path, bodies, clients, per_request),
         timeout_for(len(bodies) * per_request),
     )
+    return done, cpu.usage()
+
+
+async def raw_timed(
+    server: Measured, gen: load.RawLoad, requests: list[bytes]
+) -> tuple[load.Load, dict[str, float]]:
+    cpu = CpuWindow(server)
+    done = await asyncio.wait_for(gen.drive(requests), timeout_for(len(requests)))
     return done, cpu.usage()
 
 

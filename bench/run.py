@@ -22,7 +22,7 @@ beforehand):
 * http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
                       same requests against a trivial aiohttp handler (``apps/
                       trivial_server.py``), in alternating blocks: ocd's rate over the
-                      trivial one.
+                      trivial one; then the same from a lean raw-socket generator.
 
 Writes ``bench/results/latest.json`` and prints it, then one ``SUMMARY`` line. Exits 1 only
 when a scenario could not be measured; missed targets are marked FAIL in the summary.

@@ -89,9 +89,7 @@ def enveloped(handler: Handler) -> Handler:
         except web.HTTPNotFound:
             return ApiError(404, ROUTE_NOT_FOUND, "No route for that URI").response()
         except web.HTTPMethodNotAllowed:
-            return ApiError(
-                405, METHOD_NOT_ALLOWED, "Method not allowed for this route"
-            ).response()
+            return ApiError(405, METHOD_NOT_ALLOWED, "Method not allowed for this route").response()
         except web.HTTPException as e:
             return ApiError(e.status, BODY_INVALID, e.reason).response()
         except Exception:

@@ -45,9 +45,7 @@ def test_blocking_counts_as_asleep():
 def test_running_or_waiting_for_a_cpu_does_not():
     # Processes, not threads: a thread waiting for the GIL is asleep on a lock.
     hog = "import time\nend = time.time() + 5\nwhile time.time() < end: pass"
-    hogs = [
-        subprocess.Popen([sys.executable, "-c", hog]) for _ in range(2 * (os.cpu_count() or 1))
-    ]
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(2 * (os.cpu_count() or 1))]
     try:  # the measured thread now waits for a CPU much of the time
         assert on_own_thread(lambda: spin(0.1)) < 0.03
     finally:

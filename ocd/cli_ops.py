@@ -16,7 +16,7 @@ from typing import Any
 from ocd.config import Config
 from ocd.daemon import Daemon
 from ocd.errors import StoreError
-from ocd.store.backup import backup, restore
+from ocd.store.sqlite.backup import backup, restore
 
 log = logging.getLogger("ocd")
 

@@ -8,7 +8,7 @@ import pytest
 
 from ocd.errors import SchemaError, StoreError, StoreLockedError
 from ocd.store import DeadLetter, NewMessage, SqliteStore
-from ocd.store.backup import backup, restore
+from ocd.store.sqlite.backup import backup, restore
 
 T0 = 1_800_000_000_000
 

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from ocd.store import sql
+from ocd.store.sqlite import sql
 
 HOT = {
     "READY": (sql.READY, {"q": 1, "now": 5, "n": 10}),

@@ -11,7 +11,7 @@ import pytest
 
 from ocd.errors import SchemaError, StoreLockedError
 from ocd.store import DeadLetter, NewMessage, QueueSettings, SqliteStore
-from ocd.store import sql as sqlite_sql
+from ocd.store.sqlite import sql as sqlite_sql
 
 T0 = 1_800_000_000_000
 NO_DLQ = DeadLetter(None)

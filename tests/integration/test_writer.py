@@ -18,9 +18,9 @@ import pytest
 
 from ocd.errors import StoreError
 from ocd.store import NewMessage, SqliteStore
-from ocd.store import sqlite as sqlite_store
-from ocd.store import writer as w
-from ocd.store.writer import Call, Tx, Writer
+from ocd.store.sqlite import store as sqlite_store
+from ocd.store.sqlite import writer as w
+from ocd.store.sqlite.writer import Call, Tx, Writer
 from tests.helpers import eventually
 
 T0 = 1_800_000_000_000

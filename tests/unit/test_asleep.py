@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ocd.store.asleep import SCHEDSTAT, Asleep
+from ocd.store.sqlite.asleep import SCHEDSTAT, Asleep
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SCHEDSTAT), reason="needs Linux schedstat")
 
@@ -55,5 +55,5 @@ def test_running_or_waiting_for_a_cpu_does_not():
 
 
 def test_without_schedstat_wall_time_stands_in(monkeypatch):
-    monkeypatch.setattr("ocd.store.asleep.SCHEDSTAT", "/nonexistent/schedstat")
+    monkeypatch.setattr("ocd.store.sqlite.asleep.SCHEDSTAT", "/nonexistent/schedstat")
     assert on_own_thread(lambda: spin(0.05)) >= 0.04

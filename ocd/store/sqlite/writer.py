@@ -20,7 +20,7 @@ GIL nearly all the time, so each hand-over waited about a millisecond and a comm
 groups inline raised the rate from about 5,000 to 6,900 requests/s. The loop then waits out
 the fsync itself, which is cheap only on a fast disk: when more than half of the last
 ``INLINE_WINDOW`` inline commits kept the loop asleep (waiting for the disk, not for a CPU:
-``ocd.store.asleep``) longer than ``SLOW_INLINE_S``, every group goes to the thread for
+``ocd.store.sqlite.asleep``) longer than ``SLOW_INLINE_S``, every group goes to the thread for
 ``THREAD_AFTER_SLOW_S``, and a slow disk stalls the loop for about nine commits in that time.
 A count, not an average: on a shared host a single fsync now and then takes tens of
 milliseconds (72 ms seen), and a moving average tripped on one of those, sending every group
@@ -45,8 +45,8 @@ from typing import Any
 import aiosqlite
 
 from ocd.errors import StoreError
-from ocd.store import sql
-from ocd.store.asleep import Asleep
+from ocd.store.sqlite import sql
+from ocd.store.sqlite.asleep import Asleep
 from ocd.store.base import NewMessage, QueueRecord
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ import sqlite3
 from pathlib import Path
 
 from ocd.errors import SchemaError, StoreError, StoreLockedError
-from ocd.store import sql
-from ocd.store.sqlite import DB_NAME
+from ocd.store.sqlite import sql
+from ocd.store.sqlite.store import DB_NAME
 
 
 def backup(data_dir: Path, dest: Path) -> int:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import aiosqlite
 
 from ocd.errors import SchemaError, StoreError, StoreLockedError
-from ocd.store import sql
+from ocd.store.sqlite import sql
 from ocd.store.base import (
     Backlog,
     Claimed,
@@ -41,7 +41,7 @@ from ocd.store.base import (
     Ready,
     Settled,
 )
-from ocd.store.writer import (
+from ocd.store.sqlite.writer import (
     Call,
     Enqueue,
     Op,

@@ -233,7 +233,7 @@ class Daemon:
 
     async def _retention_loop(self) -> None:
         while True:
-            for (account, queue), n in (await self.store.expire(self.clock())).items():
+            for account, queue, n in await self.store.expire(self.clock()):
                 self.metrics.expired.labels(account, queue).inc(n)
                 log.info(
                     "queue %s: %d message(s) expired (retention period)",

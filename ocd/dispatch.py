@@ -24,7 +24,7 @@ from ocd.clock import Clock, wall_ms
 from ocd.decide import decide, exhausted
 from ocd.metrics import Metrics
 from ocd.producer import metrics_dict
-from ocd.store import DeadLetter, Delivery, QueueRecord, Store
+from ocd.store import DeadLetter, Delivery, QueueRecord, Retry, Store
 from runtime import BatchMarks, ExecutionContext, Message, MessageBatch
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,13 @@ class Dispatcher:
         p = self.policy
         lease_until = now + int(p.handler_timeout_s * 1000) + LEASE_GRACE_MS
         claimed = await self.store.claim(
-            q, p.max_batch_size, now, lease_until, p.max_retries + 1, self._dead_letter()
+            q,
+            p.max_batch_size,
+            now,
+            lease_until,
+            p.max_retries + 1,
+            self._dead_letter(),
+            max_batches=p.max_concurrency,  # a limit for the whole deployment
         )
         for mid in claimed.exhausted:
             self._log_dead(q, mid, p.max_retries + 1)
@@ -188,14 +194,14 @@ class Dispatcher:
         by_id = {d.id: d for d in deliveries}
         now = self.clock()
         acks = [by_id[i].seq for i in verdict.acks]
-        retries: list[tuple[int, int]] = []
+        retries: list[Retry] = []
         dead: list[Delivery] = []
         for mid, delay_s in verdict.retries.items():
             d = by_id[mid]
             if exhausted(d.attempts, p.max_retries):
                 dead.append(d)
             else:
-                retries.append((d.seq, now + delay_s * 1000))
+                retries.append(Retry(d.seq, now + delay_s * 1000))
         settled = await asyncio.shield(
             self.store.settle(q, acks, retries, [d.seq for d in dead], self._dead_letter(), now)
         )

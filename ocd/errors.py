@@ -4,9 +4,16 @@
     ├── ConfigError            the config (or a wrangler file it names) is wrong; has every Problem
     ├── WorkerLoadError        a worker module is missing, fails to import, or has bad handlers
     ├── WorkerLoadErrors       every WorkerLoadError of one config
-    ├── StoreError             the queue database failed (disk full, I/O error, corrupt file)
+    ├── StoreError             the queue database failed; ``where`` (path or DSN without its
+    │   │                      password) and ``operation`` say which and doing what
+    │   ├── StoreUnavailable   retryable: the database cannot be reached now (connection lost,
+    │   │                      server restarting, I/O error); try again later
+    │   ├── StoreFull          the disk or the database's quota is full
+    │   ├── StoreConflict      a uniqueness rule was broken (a queue name, a consumer); nothing
+    │   │                      was written
     │   ├── StoreLockedError   another ocd owns the data directory
-    │   └── SchemaError        the database was written by a newer ocd, or is not an ocd database
+    │   └── StoreCorrupt       not an ocd database, a newer schema, or a damaged file
+    │       └── SchemaError    (the older name, kept for callers)
     ├── QueueNotFound          a queue name that does not exist (code 10104)
     └── QueueSendError         a send broke a Cloudflare Queues limit; str() is "<cause> (<code>)"
 
@@ -62,15 +69,42 @@ class WorkerLoadErrors(OcdError):
 
 
 class StoreError(OcdError):
-    pass
+    """The queue database failed. Each backend turns its driver's errors into these at one
+    boundary; nothing above ``ocd.store`` sees a driver exception."""
+
+    def __init__(self, message: str, where: str = "", operation: str = "") -> None:
+        self.where = where
+        self.operation = operation
+        super().__init__(message)
+
+
+class StoreUnavailable(StoreError):
+    """Retryable: the database cannot be reached or written now."""
+
+    retryable = True
+
+
+class StoreFull(StoreError):
+    """The disk or the database's quota is full."""
+
+
+class StoreConflict(StoreError):
+    """A uniqueness rule was broken; nothing was written. ``what`` names the rule."""
+
+    def __init__(self, message: str, what: str = "", where: str = "", operation: str = "") -> None:
+        self.what = what
+        super().__init__(message, where, operation)
 
 
 class StoreLockedError(StoreError):
     pass
 
 
-class SchemaError(StoreError):
-    pass
+class StoreCorrupt(StoreError):
+    """Not an ocd database, a schema newer than this ocd, or a damaged file."""
+
+
+SchemaError = StoreCorrupt
 
 
 class QueueNotFound(OcdError):

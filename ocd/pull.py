@@ -17,7 +17,16 @@ from dataclasses import dataclass
 
 from ocd.clock import Clock, wall_ms
 from ocd.decide import exhausted
-from ocd.store import Backlog, DeadLetter, Delivery, LeaseKind, PullConsumer, QueueRecord, Store
+from ocd.store import (
+    Backlog,
+    DeadLetter,
+    Delivery,
+    LeaseKind,
+    PullConsumer,
+    QueueRecord,
+    Retry,
+    Store,
+)
 
 LEASE_SECRET = "lease-signing-key"
 MAX_WAIT_MS = 20_000
@@ -192,7 +201,7 @@ class PullService:
         warnings: dict[str, str] = {}
         ack_seqs = self._seqs("lease", queue, acks, warnings)
         now = self.clock()
-        retry_rows: list[tuple[int, int]] = []
+        retry_rows: list[Retry] = []
         dead: list[int] = []
         for lease, delay_s in retries:
             token = self.signer.check("lease", queue, lease)
@@ -202,7 +211,7 @@ class PullService:
                 dead.append(token.seq)
             else:
                 delay = consumer.retry_delay_s if delay_s is None else delay_s
-                retry_rows.append((token.seq, now + delay * 1000))
+                retry_rows.append(Retry(token.seq, now + delay * 1000))
         settled = await self.store.settle(
             queue, ack_seqs, retry_rows, dead, await self._dead_letter(queue, consumer), now
         )

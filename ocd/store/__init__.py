@@ -1,33 +1,91 @@
-"""The queue authority. Only this package touches the database driver."""
+"""The queue authority. Only this package touches a database driver.
+
+``make_store`` picks a backend by name and imports it only then, so a node on SQLite never
+loads asyncpg and one on PostgreSQL never opens a SQLite file.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ocd.store.base import (
+    CATALOGUE_FRESH_S,
     Backlog,
     Claimed,
     DeadLetter,
     Delivery,
+    Expired,
     LeaseKind,
     NewMessage,
+    NotReady,
     PullConsumer,
     QueueRecord,
     QueueSettings,
     Ready,
+    Retry,
     Settled,
     Store,
 )
-from ocd.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from ocd.store.sqlite import SqliteStore
+
+# backend name -> "module:class"; each class takes the keyword options of make_store it uses
+BACKENDS = {
+    "sqlite": "ocd.store.sqlite:SqliteStore",
+    "postgres": "ocd.store.postgres:PostgresStore",
+}
+
+
+def make_store(
+    backend: str,
+    *,
+    data_dir: Path | None = None,
+    durability: str = "full",
+    dsn: str | None = None,
+    pool_size: int = 10,
+    node_heartbeat_s: float = 15.0,
+) -> Store:
+    """A closed store of the named backend; ``open()`` it to use it."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown store backend {backend!r}; known: {', '.join(BACKENDS)}")
+    module, name = BACKENDS[backend].split(":")
+    cls: Any = getattr(importlib.import_module(module), name)
+    if backend == "sqlite":
+        assert data_dir is not None
+        store: Store = cls(data_dir, durability)
+    else:
+        assert dsn is not None
+        store = cls(dsn, durability, pool_size=pool_size, node_heartbeat_s=node_heartbeat_s)
+    return store
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SqliteStore":  # for tests and tools that want the SQLite backend by name
+        return importlib.import_module("ocd.store.sqlite").SqliteStore
+    raise AttributeError(name)
+
 
 __all__ = [
+    "BACKENDS",
+    "CATALOGUE_FRESH_S",
     "Backlog",
     "Claimed",
     "DeadLetter",
     "Delivery",
+    "Expired",
     "LeaseKind",
     "NewMessage",
+    "NotReady",
     "PullConsumer",
     "QueueRecord",
     "QueueSettings",
     "Ready",
+    "Retry",
     "Settled",
     "SqliteStore",
     "Store",
+    "make_store",
 ]

@@ -1,12 +1,44 @@
-"""The queue authority's interface: domain operations, no SQL.
+"""The queue authority's contract: domain operations and value types, no SQL.
 
-Everything above ``ocd.store`` talks to a :class:`Store`; a backend (``sqlite.py`` today)
-implements it and passes the shared conformance suite in ``tests/integration/test_store.py``.
+Everything above ``ocd.store`` talks to a :class:`Store`. A backend (``ocd.store.sqlite``,
+``ocd.store.postgres``) implements it and passes the one conformance suite in
+``tests/store/``; ``ocd.store.open_store`` picks one by config.
 
-Time is always passed in by the caller as epoch milliseconds, so tests control the clock.
-A message is *ready* when ``visible_ms <= now``; a claim hides it until its lease deadline
-by moving ``visible_ms`` forward, so "in flight", "delayed" and "retrying later" are all the
-same thing to the store: not visible yet.
+The rules every backend keeps:
+
+- **Time** is passed in by the caller as epoch milliseconds, so tests control the clock.
+- **Ready**: a message is ready when ``visible_ms <= now``. A claim hides it until its lease
+  deadline by moving ``visible_ms`` forward, so "in flight", "delayed" and "retrying later"
+  are all the same thing to the store: not visible yet.
+- **Attempts** are counted at claim, not at settle: a delivery's ``attempts`` includes itself,
+  so a message that crashes its consumer cannot loop for ever.
+- **Leases**: a claim puts its messages under one lease (a random 62-bit number) of a kind.
+  A PUSH lease is held by a dispatcher of one *node* (one ocd process start: ``node_id``,
+  random, recorded in the database with a heartbeat); a PULL lease is held by an HTTP or SQS
+  client and outlives any node until it lapses. A lease lapses at its deadline: the messages
+  become ready again with their attempt spent. PUSH leases come back sooner: a node returns
+  its own at a clean start and shutdown, and any live node returns those of a node whose
+  heartbeat has lapsed (``node_heartbeat_s``). On SQLite one node owns the file (a lock).
+- **Release** hands leased messages back as ready now and gives back the attempt their claim
+  spent; only messages under a lease of the given kind are touched.
+- **Dead-letter moves** keep a message's id, body and send timestamp, put it in the
+  dead-letter queue ready now, and reset its attempts to 0. Without a dead-letter queue (or
+  when it no longer exists) the message is deleted.
+- **Acks** delete. A seq named with the wrong queue (it moved to a dead-letter queue since)
+  touches nothing: every statement by seq also names the queue.
+- **Catalogue**: ``queues``, ``queue``, ``queue_by_id`` and ``pull_consumer`` are answered
+  from memory, kept fresh by the backend's change feed: at once for this node's own changes,
+  within ``CATALOGUE_FRESH_S`` for another node's. Every write that names a queue checks it
+  still exists, and a write to a queue deleted meanwhile raises ``QueueNotFound``.
+- **Wake-ups**: ``watch(queue)`` returns an event set by the next commit, on any node, that
+  may have made messages of that queue ready (sends, retries, releases, dead-letter moves,
+  settings changes); a backend that can miss a notification also sets it at least every
+  ``CATALOGUE_FRESH_S``.
+- **Errors**: driver errors become ``ocd.errors`` store errors at one boundary per backend:
+  ``StoreUnavailable`` (retryable), ``StoreFull``, ``StoreConflict``, ``StoreCorrupt``.
+- **Durability**: ``enqueue`` and queue administration return once committed durably (fsync
+  or synchronous commit); claims, settles and releases may be committed without waiting for
+  the disk, since losing one to a power cut only means a redelivery.
 """
 
 from __future__ import annotations
@@ -17,10 +49,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple, Protocol
 
+CATALOGUE_FRESH_S = 1.0  # another node's queue change is seen within this long
+
 
 class LeaseKind(IntEnum):
-    PUSH = 1  # held by a dispatcher in this process; returned at restart
-    PULL = 2  # held by an HTTP client; survives restarts until it lapses
+    PUSH = 1  # held by a dispatcher of one node; returned when that node stops or goes silent
+    PULL = 2  # held by an HTTP/SQS client; survives every node until it lapses
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +148,28 @@ class Claimed:
     exhausted: list[str] = field(default_factory=list)
 
 
+class Retry(NamedTuple):
+    """A delivered message to be made ready again at ``visible_ms`` (its attempt stays spent)."""
+
+    seq: int
+    visible_ms: int
+
+
+class NotReady(NamedTuple):
+    """Messages of a queue that are not ready now, and of those the ones under a lease."""
+
+    not_ready: int
+    leased: int
+
+
+class Expired(NamedTuple):
+    """Messages of one queue deleted for being older than its retention period."""
+
+    account: str
+    queue: str
+    messages: int
+
+
 @dataclass(frozen=True, slots=True)
 class Settled:
     acked: int
@@ -123,32 +179,74 @@ class Settled:
 
 
 class Store(Protocol):
-    async def open(self, now_ms: int) -> None: ...
-    async def close(self) -> None: ...
+    """The queue authority. See the module docstring for the rules every method keeps."""
 
-    # queues
-    def queues(self) -> list[QueueRecord]: ...
+    node_id: str  # this process start's node; owns its PUSH leases
+    where: str  # the database, for messages: a path, or a DSN without its password
+
+    async def open(self, now_ms: int) -> None:
+        """Connect, migrate (refusing a newer or foreign schema with ``StoreCorrupt``), load
+        the catalogue, register this node, and return PUSH leases left by this data's
+        previous owner (SQLite) or by nodes whose heartbeat lapsed (shared databases)."""
+
+    async def close(self) -> None:
+        """Commit what is pending, return this node's PUSH leases still held, and disconnect."""
+
+    def available(self) -> bool:
+        """Whether the database answered lately; false while it cannot be reached."""
+
+    # ------------------------------------------------------------ the catalogue
+
+    def queues(self) -> list[QueueRecord]:
+        """Every queue of every account, sorted by (account, name)."""
+
     def queue(self, name: str, account: str = "local") -> QueueRecord | None: ...
+
     def queue_by_id(self, queue_id: str) -> QueueRecord | None: ...
+
+    def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None: ...
+
+    # ------------------------------------------------------------ administration
+
+    async def create_queue(
+        self, name: str, account: str, settings: QueueSettings, now_ms: int
+    ) -> QueueRecord:
+        """Create a queue with a new random ``queue_id``; ``StoreConflict`` if the account
+        has one of that name (of two concurrent creates, on any nodes, one wins)."""
+
     async def ensure_queue(
         self, name: str, account: str, settings: QueueSettings | None, now_ms: int
-    ) -> QueueRecord: ...
+    ) -> QueueRecord:
+        """The queue of that name, created if missing; with ``settings``, also made to have
+        them. Concurrent ensures of one name make one queue."""
+
     async def update_queue(
         self, queue: QueueRecord, settings: QueueSettings, now_ms: int, new_name: str | None = None
-    ) -> QueueRecord: ...
-    async def delete_queue(self, queue: QueueRecord) -> None: ...
+    ) -> QueueRecord:
+        """Replace the settings (and the name); ``QueueNotFound`` if it was deleted,
+        ``StoreConflict`` if the new name is taken. Messages, id and consumer stay."""
 
-    # pull consumers and secrets
-    def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None: ...
-    async def put_pull_consumer(
-        self, queue: QueueRecord, consumer: PullConsumer
-    ) -> PullConsumer: ...
+    async def delete_queue(self, queue: QueueRecord) -> None:
+        """Delete the queue, its messages and its pull consumer."""
+
+    async def put_pull_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
+        """Create the queue's pull consumer, or update its settings (id and creation stay)."""
+
     async def delete_pull_consumer(self, queue: QueueRecord) -> bool: ...
-    async def secret(self, name: str) -> bytes: ...
 
-    # messages
-    async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog: ...
-    async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready: ...
+    async def secret(self, name: str) -> bytes:
+        """A random 32-byte key kept in the database, made on first use and the same for
+        every node (e.g. the key that signs pull lease ids)."""
+
+    # ------------------------------------------------------------ messages
+
+    async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
+        """Store every message or none, durably, and return the queue's backlog after them.
+        Concurrent callers share a transaction (group commit)."""
+
+    async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
+        """What a dispatcher needs to decide whether a batch should go out now."""
+
     async def claim(
         self,
         queue: QueueRecord,
@@ -158,28 +256,56 @@ class Store(Protocol):
         max_attempts: int,
         dead_letter: DeadLetter,
         kind: LeaseKind = LeaseKind.PUSH,
-    ) -> Claimed: ...
+        max_batches: int | None = None,
+    ) -> Claimed:
+        """Lease up to ``limit`` ready messages, oldest-visible first, until
+        ``lease_until_ms``, counting an attempt on each. Messages whose attempts were
+        already ``max_attempts`` are dead-lettered instead (``Claimed.exhausted``).
+        Concurrent claims, on any nodes, never lease one message twice. With
+        ``max_batches``, claims nothing while that many PUSH leases of the queue are in
+        flight across every node (a consumer's ``max_concurrency``)."""
+
     async def settle(
         self,
         queue: QueueRecord,
         acks: Sequence[int],
-        retries: Sequence[tuple[int, int]],
+        retries: Sequence[Retry],
         dead: Sequence[int],
         dead_letter: DeadLetter,
         now_ms: int,
-    ) -> Settled: ...
+    ) -> Settled:
+        """Delete ``acks``, make ``retries`` ready at their time, dead-letter ``dead``: one
+        transaction."""
+
     async def release(
         self,
         queue: QueueRecord,
         seqs: Sequence[int],
         now_ms: int,
         kind: LeaseKind = LeaseKind.PUSH,
-    ) -> int: ...
-    async def expire(self, now_ms: int) -> dict[tuple[str, str], int]: ...
-    async def purge(self, queue: QueueRecord, now_ms: int) -> int: ...
-    async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]: ...
+    ) -> int:
+        """Hand leased messages back, ready now, giving back their attempt."""
+
+    async def expire(self, now_ms: int) -> list[Expired]:
+        """Delete messages past their queue's retention, in bounded chunks."""
+
+    async def purge(self, queue: QueueRecord, now_ms: int) -> int:
+        """Delete every message of the queue and record when (``purged_ms``)."""
+
+    async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
+        """Ready messages, oldest first, without leasing them or counting an attempt."""
+
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int: ...
-    async def backlog(self, queue: QueueRecord) -> Backlog: ...
-    def backlog_count(self, queue: QueueRecord) -> int: ...
-    async def queue_stats(self, now_ms: int) -> dict[int, tuple[int, int]]: ...
-    def watch(self, queue: QueueRecord) -> asyncio.Event: ...
+
+    async def backlog(self, queue: QueueRecord) -> Backlog:
+        """Unacknowledged messages of the queue over the whole deployment."""
+
+    def backlog_count(self, queue: QueueRecord) -> int:
+        """The backlog's count as last known to this node, without a read (status lines)."""
+
+    async def queue_stats(self, now_ms: int) -> dict[int, NotReady]:
+        """Queue key -> its messages not ready now, and of those the leased ones."""
+
+    def watch(self, queue: QueueRecord) -> asyncio.Event:
+        """An event set at the next commit, on any node, that may make messages of
+        ``queue`` ready."""

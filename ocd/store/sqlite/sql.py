@@ -171,6 +171,13 @@ DELETE FROM messages WHERE seq IN (
 RETURNING size
 """
 
+# PUSH batches of a queue in flight now: a consumer's max_concurrency. Lapsed leases
+# (visible again) do not count.
+PUSH_LEASES_HELD = """
+SELECT count(DISTINCT lease) FROM messages
+WHERE queue = ? AND visible_ms > ? AND lease_kind = 1
+"""
+
 OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"
 
 # Per queue: messages not ready now (delayed, retrying later, or leased), and of those the

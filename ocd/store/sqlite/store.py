@@ -26,21 +26,31 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from ocd.errors import SchemaError, StoreError, StoreLockedError
-from ocd.store.sqlite import sql
+from ocd.errors import (
+    QueueNotFound,
+    SchemaError,
+    StoreConflict,
+    StoreError,
+    StoreLockedError,
+)
 from ocd.store.base import (
     Backlog,
     Claimed,
     DeadLetter,
     Delivery,
+    Expired,
     LeaseKind,
     NewMessage,
+    NotReady,
     PullConsumer,
     QueueRecord,
     QueueSettings,
     Ready,
+    Retry,
     Settled,
 )
+from ocd.store.sqlite import sql
+from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.writer import (
     Call,
     Enqueue,
@@ -73,6 +83,9 @@ class SqliteStore:
     ) -> None:
         self.data_dir = data_dir
         self.path = data_dir / DB_NAME
+        self.where = str(self.path)
+        # One node owns the file (the lock), so its id only names it in logs.
+        self.node_id = secrets.token_hex(8)
         self.durability = durability
         self.wal_limit_bytes = wal_limit_bytes
         self._lock_fd: int | None = None
@@ -259,6 +272,9 @@ class SqliteStore:
                 extra={"event": "inflight_recovered", "count": cur.rowcount},
             )
 
+    def available(self) -> bool:
+        return self._writer is not None and not self._closing
+
     async def close(self) -> None:
         self._closing = True
         await self._close_connections()
@@ -337,6 +353,22 @@ class SqliteStore:
     def queue(self, name: str, account: str = "local") -> QueueRecord | None:
         return self._queues.get((account, name))
 
+    async def create_queue(
+        self, name: str, account: str, settings: QueueSettings, now_ms: int
+    ) -> QueueRecord:
+        def insert(tx: Tx) -> QueueRecord:
+            row = (account, name, secrets.token_hex(16), now_ms, now_ms, *_settings_row(settings))
+            if not fetch_all(tx.conn, sql.INSERT_QUEUE + " RETURNING key", row):
+                raise StoreConflict(
+                    f"a queue named {name} already exists", "queue_name", self.where, "create"
+                )
+            return _queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
+
+        record: QueueRecord = await self._submit(Call(insert))
+        self._remember(record)
+        self._counts.setdefault(record.key, [0, 0])
+        return record
+
     async def ensure_queue(
         self, name: str, account: str, settings: QueueSettings | None, now_ms: int
     ) -> QueueRecord:
@@ -367,7 +399,16 @@ class SqliteStore:
         name = new_name or queue.name
 
         def update(tx: Tx) -> None:
-            tx.conn.execute(sql.UPDATE_QUEUE, (name, now_ms, *_settings_row(settings), queue.key))
+            try:
+                cur = tx.conn.execute(
+                    sql.UPDATE_QUEUE, (name, now_ms, *_settings_row(settings), queue.key)
+                )
+            except sqlite3.IntegrityError:
+                raise StoreConflict(
+                    f"a queue named {name} already exists", "queue_name", self.where, "rename"
+                ) from None
+            if cur.rowcount == 0:
+                raise QueueNotFound(queue.name)
             tx.notify.add(queue.key)
 
         await self._submit(Call(update))
@@ -449,7 +490,9 @@ class SqliteStore:
         # Straight to the writer, and the backlog from memory when it is known: every
         # coroutine layer here is paid by every send.
         if self._closing or self._writer is None:
-            raise StoreError("the store is closed")
+            raise StoreError("the store is closed", self.where, "send")
+        if queue.key not in self._by_key:
+            raise QueueNotFound(queue.name)
         await self._writer.submit(Enqueue(queue, messages))
         known = self._known_backlog(queue)
         return known if known is not None else await self.backlog(queue)
@@ -461,7 +504,7 @@ class SqliteStore:
                 self._r, sql.READY, {"q": queue.key, "now": now_ms, "n": limit}
             )
         except sqlite3.Error as e:
-            raise StoreError(f"reading {self.path} failed: {e}") from e
+            raise translate(e, self.where, "read") from e
         return Ready(count, first, nxt)
 
     async def claim(
@@ -473,10 +516,15 @@ class SqliteStore:
         max_attempts: int,
         dead_letter: DeadLetter,
         kind: LeaseKind = LeaseKind.PUSH,
+        max_batches: int | None = None,
     ) -> Claimed:
         lease = secrets.randbits(62) + 1
 
         def claim(tx: Tx) -> Claimed:
+            if max_batches is not None:
+                (held,) = fetch_one(tx.conn, sql.PUSH_LEASES_HELD, (queue.key, now_ms))
+                if held >= max_batches:
+                    return Claimed([])
             rows = fetch_all(
                 tx.conn,
                 sql.CLAIM,
@@ -510,7 +558,7 @@ class SqliteStore:
         self,
         queue: QueueRecord,
         acks: Sequence[int],
-        retries: Sequence[tuple[int, int]],
+        retries: Sequence[Retry],
         dead: Sequence[int],
         dead_letter: DeadLetter,
         now_ms: int,
@@ -591,9 +639,8 @@ class SqliteStore:
         result: int = await self._submit(Call(release, durable=False))
         return result
 
-    async def expire(self, now_ms: int, batch: int = 5000) -> dict[tuple[str, str], int]:
-        """Delete messages past their queue's retention; (account, queue) -> count."""
-        expired: dict[tuple[str, str], int] = {}
+    async def expire(self, now_ms: int, batch: int = 5000) -> list[Expired]:
+        expired: list[Expired] = []
         for queue in self.queues():
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
 
@@ -610,7 +657,7 @@ class SqliteStore:
                 if n < batch:
                     break
             if total:
-                expired[(queue.account, queue.name)] = total
+                expired.append(Expired(queue.account, queue.name, total))
         return expired
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> int:
@@ -634,7 +681,7 @@ class SqliteStore:
         try:
             rows = await read_all(self._r, sql.PEEK, (queue.key, now_ms, limit))
         except sqlite3.Error as e:
-            raise StoreError(f"reading {self.path} failed: {e}") from e
+            raise translate(e, self.where, "read") from e
         return [
             Delivery(seq, mid, ct, body, sent, att, 0) for seq, mid, ct, body, sent, att in rows
         ]
@@ -646,16 +693,15 @@ class SqliteStore:
         result: int = await self._submit(Call(delete))
         return result
 
-    async def queue_stats(self, now_ms: int) -> dict[int, tuple[int, int]]:
-        """Queue key -> (messages not ready now, of which leased)."""
+    async def queue_stats(self, now_ms: int) -> dict[int, NotReady]:
         assert self._r is not None
-        out: dict[int, tuple[int, int]] = {}
+        out: dict[int, NotReady] = {}
         try:
             for q in self.queues():
                 not_ready, leased = await read_one(self._r, sql.NOT_READY, (q.key, now_ms))
-                out[q.key] = (not_ready, leased)
+                out[q.key] = NotReady(not_ready, leased)
         except sqlite3.Error as e:
-            raise StoreError(f"reading {self.path} failed: {e}") from e
+            raise translate(e, self.where, "read") from e
         return out
 
     def backlog_count(self, queue: QueueRecord) -> int:
@@ -677,7 +723,7 @@ class SqliteStore:
         try:
             (found,) = await read_one(self._r, sql.OLDEST, (queue.key,))
         except sqlite3.Error as e:
-            raise StoreError(f"reading {self.path} failed: {e}") from e
+            raise translate(e, self.where, "read") from e
         oldest = self._oldest[queue.key] = found or 0
         count, size = self._counts.get(queue.key, (0, 0))
         return Backlog(count, size, oldest)

@@ -44,10 +44,11 @@ from typing import Any
 
 import aiosqlite
 
-from ocd.errors import StoreError
+from ocd.errors import OcdError, StoreError
+from ocd.store.base import NewMessage, QueueRecord
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.asleep import Asleep
-from ocd.store.base import NewMessage, QueueRecord
+from ocd.store.sqlite.errors import translate
 
 log = logging.getLogger(__name__)
 
@@ -339,14 +340,14 @@ class Writer:
             tx = await self._commit(ops)
         except Exception as e:
             if len(ops) == 1:
-                _fail(ops[0], e)
+                _fail(ops[0], e, self._path)
                 return
             # Isolate the failure: one bad operation must not fail its neighbours.
             for op in ops:
                 try:
                     tx = await self._commit([op])
                 except Exception as e1:
-                    _fail(op, e1)
+                    _fail(op, e1, self._path)
                 else:
                     self._done(tx, [op])
             return
@@ -386,7 +387,7 @@ class Writer:
         try:
             await self.call(_checkpoint)
         except sqlite3.Error as e:
-            error = StoreError(f"WAL checkpoint failed: {e}")
+            error = translate(e, str(self._path), "WAL checkpoint")
         for done in waiting:
             if done.done():
                 continue
@@ -439,8 +440,12 @@ def _checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
-def _fail(op: Op, e: Exception) -> None:
+def _fail(op: Op, e: Exception, path: Path) -> None:
+    if op.future.done():
+        return
+    if isinstance(e, OcdError):  # a rule the operation itself enforced (queue gone, ...)
+        op.future.set_exception(e)
+        return
     if not isinstance(e, sqlite3.Error):
         log.error("a store operation failed", exc_info=e, extra={"event": "store_op_failed"})
-    if not op.future.done():
-        op.future.set_exception(StoreError(f"database write failed: {e}"))
+    op.future.set_exception(translate(e, str(path), "database write"))

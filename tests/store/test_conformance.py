@@ -1,6 +1,8 @@
-"""The store conformance suite: every backend must pass it (one parametrised fixture).
+"""The store conformance suite: every backend passes it (``store`` is parametrised over
+every backend in ``conftest.py``). It knows the contract in ``ocd.store.base`` only.
 
-Real SQLite files in a temp dir; time comes from a FakeClock-style integer passed in.
+Real SQLite files in a temp dir, a real PostgreSQL database of the test's own; time comes
+from integers passed in.
 """
 
 from __future__ import annotations
@@ -9,20 +11,11 @@ import asyncio
 
 import pytest
 
-from ocd.errors import SchemaError, StoreLockedError
-from ocd.store import DeadLetter, NewMessage, QueueSettings, SqliteStore
-from ocd.store.sqlite import sql as sqlite_sql
+from ocd.errors import QueueNotFound, StoreConflict
+from ocd.store import DeadLetter, Expired, LeaseKind, NewMessage, PullConsumer, QueueSettings, Retry
+from tests.store.conftest import T0
 
-T0 = 1_800_000_000_000
 NO_DLQ = DeadLetter(None)
-
-
-@pytest.fixture(params=["sqlite"])
-async def store(request, tmp_path):
-    s = SqliteStore(tmp_path / "data")
-    await s.open(T0)
-    yield s
-    await s.close()
 
 
 def msgs(n, at=T0, delay_ms=0, body=b'"x"', prefix="m"):
@@ -55,7 +48,9 @@ async def test_settle_acks_retries_and_dead_letters(store):
     dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
     await store.enqueue(q, msgs(3))
     d = (await store.claim(q, 3, T0, T0 + 1000, 4, NO_DLQ)).deliveries
-    s = await store.settle(q, [d[0].seq], [(d[1].seq, T0 + 5000)], [d[2].seq], DeadLetter(dlq), T0)
+    s = await store.settle(
+        q, [d[0].seq], [Retry(d[1].seq, T0 + 5000)], [d[2].seq], DeadLetter(dlq), T0
+    )
     assert (s.acked, s.retried, s.dead_lettered, s.deleted) == (1, 1, 1, 0)
     assert (await store.backlog(q)).count == 1
     moved = (await store.claim(dlq, 10, T0, T0 + 1000, 4, NO_DLQ)).deliveries
@@ -110,8 +105,8 @@ async def test_expire_deletes_past_retention_only(store):
     q = await store.ensure_queue("jobs", "local", QueueSettings(message_retention_period_s=60), T0)
     await store.enqueue(q, msgs(3, at=T0))
     await store.enqueue(q, msgs(2, at=T0 + 30_000, prefix="n"))
-    assert await store.expire(T0 + 59_999) == {}
-    assert await store.expire(T0 + 60_001) == {("local", "jobs"): 3}
+    assert await store.expire(T0 + 59_999) == []
+    assert await store.expire(T0 + 60_001) == [Expired("local", "jobs", 3)]
     b = await store.backlog(q)
     assert (b.count, b.oldest_ms) == (2, T0 + 30_000)
 
@@ -164,80 +159,6 @@ async def test_a_group_larger_than_one_insert_keeps_every_message_in_send_order(
     assert (await store.backlog(q)).bytes == 137 * len(b'"x"')
 
 
-async def test_state_survives_reopen_and_push_leases_come_back(tmp_path):
-    s = SqliteStore(tmp_path)
-    await s.open(T0)
-    q = await s.ensure_queue("jobs", "local", QueueSettings(delivery_delay_s=7), T0)
-    await s.enqueue(q, msgs(3))
-    await s.claim(q, 2, T0, T0 + 900_000, 4, NO_DLQ)
-    await s.close()
-    s2 = SqliteStore(tmp_path)
-    await s2.open(T0 + 5)
-    q2 = s2.queue("jobs")
-    assert q2 is not None and q2.settings.delivery_delay_s == 7 and q2.queue_id == q.queue_id
-    assert (await s2.backlog(q2)).count == 3
-    r = await s2.ready(q2, T0 + 5, 10)
-    assert r.count == 3  # in-flight push leases returned at once
-    d = (await s2.claim(q2, 10, T0 + 5, T0 + 100, 4, NO_DLQ)).deliveries
-    assert sorted(x.attempts for x in d) == [1, 2, 2]  # the crash spent an attempt
-    await s2.close()
-
-
-async def test_second_open_of_same_data_dir_is_refused(tmp_path):
-    s = SqliteStore(tmp_path)
-    await s.open(T0)
-    try:
-        with pytest.raises(StoreLockedError, match="in use by another ocd"):
-            await SqliteStore(tmp_path).open(T0)
-    finally:
-        await s.close()
-
-
-async def test_newer_schema_is_refused(tmp_path):
-    import sqlite3
-
-    s = SqliteStore(tmp_path)
-    await s.open(T0)
-    await s.close()
-    con = sqlite3.connect(tmp_path / "scheduler.sqlite")
-    con.execute(f"PRAGMA user_version={len(sqlite_sql.MIGRATIONS) + 1}")
-    con.close()
-    with pytest.raises(SchemaError, match="newer than this ocd"):
-        await SqliteStore(tmp_path).open(T0)
-
-
-async def test_foreign_sqlite_file_is_refused(tmp_path):
-    import sqlite3
-
-    con = sqlite3.connect(tmp_path / "scheduler.sqlite")
-    con.execute("CREATE TABLE other (x)")
-    con.close()
-    with pytest.raises(SchemaError, match="not an ocd database"):
-        await SqliteStore(tmp_path).open(T0)
-
-
-async def test_pull_consumer_is_stored_updated_and_survives_reopen(tmp_path):
-    from ocd.store import PullConsumer
-
-    s = SqliteStore(tmp_path)
-    await s.open(T0)
-    q = await s.ensure_queue("jobs", "local", None, T0)
-    c = await s.put_pull_consumer(q, PullConsumer(q.key, "a" * 32, T0, None, batch_size=7))
-    c2 = await s.put_pull_consumer(q, PullConsumer(q.key, "b" * 32, T0 + 5, "dlq", batch_size=9))
-    assert c2.consumer_id == c.consumer_id and c2.created_ms == T0  # an update, not a new one
-    assert (c2.batch_size, c2.dead_letter_queue) == (9, "dlq")
-    secret = await s.secret("lease")
-    await s.close()
-    s2 = SqliteStore(tmp_path)
-    await s2.open(T0)
-    q2 = s2.queue("jobs")
-    assert s2.pull_consumer(q2) == c2
-    assert await s2.secret("lease") == secret and len(secret) == 32
-    assert await s2.delete_pull_consumer(q2) is True
-    assert s2.pull_consumer(q2) is None
-    await s2.close()
-
-
 async def test_peek_does_not_lease_and_delete_messages_removes_by_seq(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(3))
@@ -281,3 +202,163 @@ async def test_a_send_whose_caller_is_cancelled_is_still_committed(store):
         await task
     await store.enqueue(q, msgs(1, prefix="n"))  # committed after the cancelled one
     assert (await store.backlog(q)).count == 2
+
+
+async def test_state_survives_reopen_and_push_leases_come_back(open_store):
+    s = await open_store()
+    q = await s.ensure_queue("jobs", "local", QueueSettings(delivery_delay_s=7), T0)
+    await s.enqueue(q, msgs(3))
+    await s.claim(q, 2, T0, T0 + 900_000, 4, NO_DLQ)
+    await s.close()
+    s2 = await open_store(T0 + 5)
+    q2 = s2.queue("jobs")
+    assert q2 is not None and q2.settings.delivery_delay_s == 7 and q2.queue_id == q.queue_id
+    assert (await s2.backlog(q2)).count == 3
+    assert (await s2.ready(q2, T0 + 5, 10)).count == 3  # push leases returned at once
+    d = (await s2.claim(q2, 10, T0 + 5, T0 + 100, 4, NO_DLQ)).deliveries
+    assert sorted(x.attempts for x in d) == [1, 2, 2]  # the held lease's attempt stays spent
+
+
+async def test_pull_leases_survive_a_restart_until_they_lapse(open_store):
+    s = await open_store()
+    q = await s.ensure_queue("jobs", "local", None, T0)
+    await s.enqueue(q, msgs(1))
+    await s.claim(q, 1, T0, T0 + 30_000, 4, NO_DLQ, LeaseKind.PULL)
+    await s.close()
+    s2 = await open_store(T0 + 5)
+    q2 = s2.queue("jobs")
+    assert (await s2.ready(q2, T0 + 5, 10)).count == 0
+    assert (await s2.ready(q2, T0 + 30_000, 10)).count == 1
+
+
+async def test_pull_consumer_is_stored_updated_and_survives_reopen(open_store):
+    s = await open_store()
+    q = await s.ensure_queue("jobs", "local", None, T0)
+    c = await s.put_pull_consumer(q, PullConsumer(q.key, "a" * 32, T0, None, batch_size=7))
+    c2 = await s.put_pull_consumer(q, PullConsumer(q.key, "b" * 32, T0 + 5, "dlq", batch_size=9))
+    assert c2.consumer_id == c.consumer_id and c2.created_ms == T0  # an update, not a new one
+    assert (c2.batch_size, c2.dead_letter_queue) == (9, "dlq")
+    secret = await s.secret("lease")
+    await s.close()
+    s2 = await open_store()
+    q2 = s2.queue("jobs")
+    assert s2.pull_consumer(q2) == c2
+    assert await s2.secret("lease") == secret and len(secret) == 32
+    assert await s2.delete_pull_consumer(q2) is True
+    assert s2.pull_consumer(q2) is None
+
+
+async def test_create_queue_refuses_a_taken_name_with_a_conflict(store):
+    await store.create_queue("jobs", "local", QueueSettings(), T0)
+    with pytest.raises(StoreConflict):
+        await store.create_queue("jobs", "local", QueueSettings(), T0)
+    other = await store.create_queue("jobs", "acme", QueueSettings(), T0)  # another account
+    assert other.account == "acme"
+    assert [q.name for q in store.queues()].count("jobs") == 2
+
+
+async def test_concurrent_creates_of_one_name_make_one_queue_and_conflicts(store):
+    results = await asyncio.gather(
+        *(store.create_queue("same", "local", QueueSettings(), T0) for _ in range(5)),
+        return_exceptions=True,
+    )
+    made = [r for r in results if not isinstance(r, BaseException)]
+    assert len(made) == 1
+    assert all(isinstance(r, StoreConflict) for r in results if isinstance(r, BaseException))
+
+
+async def test_renaming_onto_a_taken_name_is_a_conflict_and_changes_nothing(store):
+    a = await store.create_queue("a", "local", QueueSettings(), T0)
+    await store.create_queue("b", "local", QueueSettings(), T0)
+    with pytest.raises(StoreConflict):
+        await store.update_queue(a, a.settings, T0 + 1, "b")
+    assert store.queue("a") is not None and store.queue("a").key == a.key
+    renamed = await store.update_queue(a, QueueSettings(delivery_paused=True), T0 + 2, "c")
+    assert store.queue("c") == renamed and store.queue("a") is None
+    assert renamed.queue_id == a.queue_id and renamed.settings.delivery_paused
+
+
+async def test_a_send_to_a_deleted_queue_is_queue_not_found(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.delete_queue(q)
+    with pytest.raises(QueueNotFound):
+        await store.enqueue(q, msgs(1))
+    with pytest.raises(QueueNotFound):
+        await store.update_queue(q, QueueSettings(), T0)
+
+
+async def test_capped_claims_stop_at_max_batches_in_flight(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(6))
+    first = await store.claim(q, 2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2)
+    second = await store.claim(q, 2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2)
+    third = await store.claim(q, 2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2)
+    assert [len(c.deliveries) for c in (first, second, third)] == [2, 2, 0]
+    await store.settle(q, [d.seq for d in first.deliveries], [], [], NO_DLQ, T0)
+    assert len((await store.claim(q, 2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2)).deliveries)
+    # a lapsed lease is not in flight any more
+    later = await store.claim(q, 2, T0 + 10_001, T0 + 20_000, 4, NO_DLQ, max_batches=2)
+    assert len(later.deliveries) == 2
+
+
+async def test_concurrent_claims_never_lease_one_message_twice(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(100))
+    claims = await asyncio.gather(
+        *(store.claim(q, 7, T0, T0 + 60_000, 4, NO_DLQ) for _ in range(20))
+    )
+    ids = [d.id for c in claims for d in c.deliveries]
+    assert len(ids) == len(set(ids)) == 100
+
+
+async def test_retry_keeps_the_attempt_and_release_gives_it_back(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(2))
+    a, b = (await store.claim(q, 2, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    await store.settle(q, [], [Retry(a.seq, T0 + 10)], [], NO_DLQ, T0)
+    await store.release(q, [b.seq], T0)
+    again = (await store.claim(q, 2, T0 + 10, T0 + 60_000, 4, NO_DLQ)).deliveries
+    assert {d.id: d.attempts for d in again} == {a.id: 2, b.id: 1}
+
+
+async def test_release_of_another_kind_of_lease_touches_nothing(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(1))
+    [d] = (await store.claim(q, 1, T0, T0 + 60_000, 4, NO_DLQ, LeaseKind.PULL)).deliveries
+    assert await store.release(q, [d.seq], T0, LeaseKind.PUSH) == 0
+    assert (await store.ready(q, T0, 10)).count == 0
+
+
+async def test_queue_stats_count_not_ready_and_leased(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(3))
+    await store.enqueue(q, msgs(2, delay_ms=5000, prefix="d"))
+    await store.claim(q, 1, T0, T0 + 60_000, 4, NO_DLQ)
+    stats = await store.queue_stats(T0)
+    assert stats[q.key] == (3, 1)
+    assert stats[q.key].not_ready == 3 and stats[q.key].leased == 1
+
+
+async def test_backlog_counts_follow_acks_dead_letters_and_purges(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    dlq = await store.ensure_queue("dlq", "local", None, T0)
+    await store.enqueue(q, msgs(5, body=b"1234"))
+    d = (await store.claim(q, 3, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    await store.settle(q, [d[0].seq], [], [d[1].seq], DeadLetter(dlq), T0)
+    assert ((await store.backlog(q)).count, (await store.backlog(q)).bytes) == (3, 12)
+    assert ((await store.backlog(dlq)).count, (await store.backlog(dlq)).bytes) == (1, 4)
+    assert store.backlog_count(q) == 3
+    await store.purge(q, T0)
+    assert (await store.backlog(q)).count == 0 and store.backlog_count(q) == 0
+
+
+async def test_watch_fires_on_retry_and_release(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(2))
+    a, b = (await store.claim(q, 2, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    ev = store.watch(q)
+    await store.settle(q, [], [Retry(a.seq, T0)], [], NO_DLQ, T0)
+    await asyncio.wait_for(ev.wait(), 5)
+    ev = store.watch(q)
+    await store.release(q, [b.seq], T0)
+    await asyncio.wait_for(ev.wait(), 5)

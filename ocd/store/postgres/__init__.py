@@ -1,0 +1,5 @@
+"""The PostgreSQL backend: one database shared by any number of ocd nodes (asyncpg)."""
+
+from ocd.store.postgres.store import PostgresStore, redact
+
+__all__ = ["PostgresStore", "redact"]

@@ -1,0 +1,88 @@
+"""The change feed: LISTEN/NOTIFY on one connection of its own, with a polling fallback.
+
+Commits notify ``ocd_q_<key>`` (messages of that queue may be ready) and ``ocd_catalogue``
+(queues or consumers changed). The feed sets the matching wake-up events and reloads the
+catalogue. Every ``CATALOGUE_FRESH_S`` it also reloads the catalogue and sets every event
+anyway, so that a notification missed while the connection was down costs at most that
+long; a lost connection is re-made on the next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+
+from ocd.store.postgres import sql
+
+log = logging.getLogger(__name__)
+
+
+class Feed:
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[asyncpg.Connection]],
+        on_queue: Callable[[int], None],
+        on_catalogue: Callable[[], None],
+    ) -> None:
+        self._connect = connect
+        self._on_queue = on_queue
+        self._on_catalogue = on_catalogue
+        self._conn: asyncpg.Connection | None = None
+        self._channels: set[str] = set()
+        self.connected = False
+
+    async def ensure(self) -> bool:
+        """Connected and listening on every channel asked for; False if the database
+        cannot be reached now."""
+        if self._conn is not None and not self._conn.is_closed():
+            return True
+        self.connected = False
+        try:
+            conn = await self._connect()
+            await conn.add_listener(sql.CATALOGUE_CHANNEL, self._notified)
+            for ch in self._channels:
+                await conn.add_listener(ch, self._notified)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as e:
+            log.debug("change feed: cannot connect: %s", e)
+            return False
+        self._conn = conn
+        self.connected = True
+        return True
+
+    def listen(self, key: int) -> None:
+        """Start listening to queue ``key``'s channel (in the background)."""
+        ch = sql.queue_channel(key)
+        if ch in self._channels:
+            return
+        self._channels.add(ch)
+        if self._conn is not None and not self._conn.is_closed():
+            task = asyncio.get_running_loop().create_task(self._add(ch), name="ocd-pg-listen")
+            task.add_done_callback(_quiet)
+
+    async def _add(self, ch: str) -> None:
+        if self._conn is not None and not self._conn.is_closed():
+            await self._conn.add_listener(ch, self._notified)
+
+    def _notified(self, _conn: Any, _pid: int, channel: str, _payload: str) -> None:
+        if channel == sql.CATALOGUE_CHANNEL:
+            self._on_catalogue()
+        elif channel.startswith("ocd_q_"):
+            with contextlib.suppress(ValueError):
+                self._on_queue(int(channel[6:]))
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close(timeout=2)
+            self._conn = None
+        self.connected = False
+
+
+def _quiet(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("change feed: listen failed: %s", task.exception())

@@ -1,0 +1,314 @@
+"""Every SQL statement of the PostgreSQL backend, by name. Nothing else in ocd writes SQL.
+
+Tables carry an ``ocd_`` prefix so that ocd can share a database (or schema) with others.
+Message statements name their queue and look messages up by primary key or by a bounded
+range of ``(queue, visible_ms)`` / ``(queue, sent_ms)``; ``test_query_plans`` pins that.
+"""
+
+SCHEMA_LOCK = 0x6F636421  # advisory lock held while migrating: nodes starting together
+CLAIM_LOCK = 0x6F636422  # advisory lock class for capped (max_concurrency) claims
+
+SCHEMA_TABLE = """
+CREATE TABLE IF NOT EXISTS ocd_schema (version integer NOT NULL)
+"""
+SCHEMA_VERSION = "SELECT version FROM ocd_schema"
+SCHEMA_INIT = "INSERT INTO ocd_schema (version) VALUES (0)"
+SCHEMA_SET = "UPDATE ocd_schema SET version = $1"
+
+# Each entry upgrades the schema by one version.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE ocd_nodes (
+        node_id      text PRIMARY KEY,
+        host         text NOT NULL,
+        pid          integer NOT NULL,
+        started_at   timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE ocd_queues (
+        key              bigserial PRIMARY KEY,
+        account          text    NOT NULL,
+        name             text    NOT NULL,
+        queue_id         text    NOT NULL UNIQUE,
+        created_ms       bigint  NOT NULL,
+        modified_ms      bigint  NOT NULL,
+        delivery_delay_s integer NOT NULL,
+        retention_s      integer NOT NULL,
+        paused           boolean NOT NULL,
+        purged_ms        bigint,
+        UNIQUE (account, name)
+    );
+    CREATE TABLE ocd_messages (
+        -- a sequence: a seq is never reused, so a stale lease can never name another message
+        seq          bigserial PRIMARY KEY,
+        queue        bigint  NOT NULL REFERENCES ocd_queues (key) ON DELETE CASCADE,
+        id           text    NOT NULL,
+        content_type text    NOT NULL,
+        body         bytea   NOT NULL,
+        size         integer NOT NULL,
+        sent_ms      bigint  NOT NULL,
+        visible_ms   bigint  NOT NULL,
+        attempts     integer NOT NULL DEFAULT 0,
+        lease        bigint,
+        lease_kind   smallint,
+        owner        text    -- the node holding a PUSH lease
+    );
+    CREATE INDEX ocd_messages_visible ON ocd_messages (queue, visible_ms);
+    CREATE INDEX ocd_messages_sent ON ocd_messages (queue, sent_ms);
+    CREATE INDEX ocd_messages_owner ON ocd_messages (owner) WHERE owner IS NOT NULL;
+    -- Backlog counts, kept in the transactions that change them; several rows a queue
+    -- (shards) so that concurrent transactions rarely wait on one row.
+    CREATE TABLE ocd_counts (
+        queue  bigint   NOT NULL REFERENCES ocd_queues (key) ON DELETE CASCADE,
+        shard  smallint NOT NULL,
+        count  bigint   NOT NULL,
+        bytes  bigint   NOT NULL,
+        PRIMARY KEY (queue, shard)
+    );
+    CREATE TABLE ocd_consumers (
+        key               bigserial PRIMARY KEY,
+        queue             bigint NOT NULL UNIQUE REFERENCES ocd_queues (key) ON DELETE CASCADE,
+        consumer_id       text   NOT NULL UNIQUE,
+        created_ms        bigint NOT NULL,
+        dead_letter_queue text,
+        settings          text   NOT NULL
+    );
+    CREATE TABLE ocd_meta (key text PRIMARY KEY, value bytea NOT NULL);
+    """,
+)
+
+CATALOGUE_CHANNEL = "ocd_catalogue"
+
+
+def queue_channel(key: int) -> str:
+    """The channel a commit that may make messages of queue ``key`` ready notifies."""
+    return f"ocd_q_{key}"
+
+
+# ------------------------------------------------------------------ nodes
+
+REGISTER_NODE = """
+INSERT INTO ocd_nodes (node_id, host, pid) VALUES ($1, $2, $3)
+ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()
+"""
+HEARTBEAT = "UPDATE ocd_nodes SET heartbeat_at = now() WHERE node_id = $1"
+FORGET_NODE = "DELETE FROM ocd_nodes WHERE node_id = $1"
+LIVE_NODES = "SELECT count(*) FROM ocd_nodes"
+
+# PUSH leases of nodes whose heartbeat lapsed become ready now; the attempt their claim
+# spent stays spent, so a message that kills its nodes cannot loop for ever.
+REAP_NODES = """
+WITH dead AS (
+  DELETE FROM ocd_nodes WHERE heartbeat_at < now() - make_interval(secs => $1)
+  RETURNING node_id)
+UPDATE ocd_messages SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
+WHERE owner IN (SELECT node_id FROM dead)
+RETURNING queue
+"""
+# A node's own PUSH leases, returned at its clean shutdown (its dispatchers have released
+# what they could; this is the rest) or when it finds it was taken for dead.
+RETURN_OWN = """
+UPDATE ocd_messages SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
+WHERE owner = $1
+RETURNING queue
+"""
+
+# ------------------------------------------------------------------ queues
+
+SELECT_QUEUES = """
+SELECT key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s, retention_s,
+       paused, purged_ms
+FROM ocd_queues
+"""
+SELECT_QUEUE = SELECT_QUEUES + " WHERE account = $1 AND name = $2"
+SELECT_QUEUE_BY_KEY = SELECT_QUEUES + " WHERE key = $1"
+
+INSERT_QUEUE = """
+INSERT INTO ocd_queues (account, name, queue_id, created_ms, modified_ms,
+                        delivery_delay_s, retention_s, paused)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (account, name) DO NOTHING
+RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s,
+          retention_s, paused, purged_ms
+"""
+
+UPDATE_QUEUE = """
+UPDATE ocd_queues
+SET name = $1, modified_ms = $2, delivery_delay_s = $3, retention_s = $4, paused = $5
+WHERE key = $6
+RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s,
+          retention_s, paused, purged_ms
+"""
+
+DELETE_QUEUE = "DELETE FROM ocd_queues WHERE key = $1"
+MARK_PURGED = "UPDATE ocd_queues SET purged_ms = $1 WHERE key = $2"
+
+NOTIFY = "SELECT pg_notify($1, '')"
+
+# ------------------------------------------------------------------ consumers and secrets
+
+SELECT_CONSUMERS = """
+SELECT key, queue, consumer_id, created_ms, dead_letter_queue, settings FROM ocd_consumers
+"""
+UPSERT_CONSUMER = """
+INSERT INTO ocd_consumers (queue, consumer_id, created_ms, dead_letter_queue, settings)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (queue) DO UPDATE SET dead_letter_queue = excluded.dead_letter_queue,
+                                  settings = excluded.settings
+RETURNING key, consumer_id, created_ms
+"""
+DELETE_CONSUMER = "DELETE FROM ocd_consumers WHERE queue = $1"
+PUT_META = "INSERT INTO ocd_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
+GET_META = "SELECT value FROM ocd_meta WHERE key = $1"
+
+# ------------------------------------------------------------------ messages
+
+# A group of sends of any number of queues: one statement inserts the rows and adds them
+# to the counts (shard $8), one more reads each queue's backlog and notifies its channel.
+ENQUEUE = """
+WITH ins AS (
+  INSERT INTO ocd_messages (queue, id, content_type, body, size, sent_ms, visible_ms)
+  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[],
+                       $6::bigint[], $7::bigint[])
+  RETURNING queue, size)
+INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
+SELECT queue, $8, count(*), sum(size) FROM ins GROUP BY queue
+ON CONFLICT (queue, shard) DO UPDATE
+SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes
+"""
+
+BACKLOGS_AND_NOTIFY = """
+SELECT q,
+       (SELECT coalesce(sum(count), 0) FROM ocd_counts WHERE queue = q),
+       (SELECT coalesce(sum(bytes), 0) FROM ocd_counts WHERE queue = q),
+       (SELECT min(sent_ms) FROM ocd_messages WHERE queue = q),
+       pg_notify('ocd_q_' || q, '')
+FROM unnest($1::bigint[]) AS q
+"""
+
+BACKLOG = """
+SELECT (SELECT coalesce(sum(count), 0) FROM ocd_counts WHERE queue = $1),
+       (SELECT coalesce(sum(bytes), 0) FROM ocd_counts WHERE queue = $1),
+       (SELECT min(sent_ms) FROM ocd_messages WHERE queue = $1)
+"""
+
+ALL_COUNTS = "SELECT queue, sum(count) FROM ocd_counts GROUP BY queue"
+
+READY = """
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM ocd_messages
+                         WHERE queue = $1 AND visible_ms <= $2 LIMIT $3) AS r),
+  (SELECT min(visible_ms) FROM ocd_messages WHERE queue = $1 AND visible_ms <= $2),
+  (SELECT min(visible_ms) FROM ocd_messages WHERE queue = $1 AND visible_ms > $2)
+"""
+
+# The attempt is counted when the batch is claimed. SKIP LOCKED: concurrent claimers, on
+# any node, pass over each other's rows instead of waiting for them.
+CLAIM = """
+WITH picked AS (
+  SELECT seq FROM ocd_messages
+  WHERE queue = $1 AND visible_ms <= $2
+  ORDER BY visible_ms LIMIT $3
+  FOR UPDATE SKIP LOCKED)
+UPDATE ocd_messages AS m
+SET attempts = m.attempts + 1, visible_ms = $4, lease = $5, lease_kind = $6, owner = $7
+FROM picked WHERE m.seq = picked.seq
+RETURNING m.seq, m.id, m.content_type, m.body, m.sent_ms, m.attempts
+"""
+
+CLAIM_LOCK_QUEUE = "SELECT pg_advisory_xact_lock($1, $2::integer)"
+
+# PUSH batches of a queue in flight now (a consumer's max_concurrency); lapsed leases
+# (visible again) do not count.
+PUSH_LEASES_HELD = """
+SELECT count(DISTINCT lease) FROM ocd_messages
+WHERE queue = $1 AND visible_ms > $2 AND lease_kind = 1
+"""
+
+# Deletes by seq, keeping the counts: returns how many and their bytes.
+DELETE_SEQS = """
+WITH d AS (
+  DELETE FROM ocd_messages WHERE queue = $1 AND seq = ANY($2::bigint[]) RETURNING size),
+c AS (
+  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
+  SELECT $1, $3, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
+  ON CONFLICT (queue, shard) DO UPDATE
+  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+SELECT count(*) FROM d
+"""
+
+RETRY = """
+UPDATE ocd_messages AS m
+SET visible_ms = r.visible_ms, lease = NULL, lease_kind = NULL, owner = NULL
+FROM unnest($2::bigint[], $3::bigint[]) AS r (seq, visible_ms)
+WHERE m.seq = r.seq AND m.queue = $1
+"""
+
+# Same id and timestamp in the dead-letter queue ($2); attempts start again.
+MOVE_SEQS = """
+WITH mv AS (
+  UPDATE ocd_messages
+  SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL, owner = NULL
+  WHERE queue = $1 AND seq = ANY($4::bigint[])
+  RETURNING size),
+a AS (
+  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
+  SELECT $1, $5, -count(*), -coalesce(sum(size), 0) FROM mv HAVING count(*) > 0
+  ON CONFLICT (queue, shard) DO UPDATE
+  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes),
+b AS (
+  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
+  SELECT $2, $5, count(*), coalesce(sum(size), 0) FROM mv HAVING count(*) > 0
+  ON CONFLICT (queue, shard) DO UPDATE
+  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+SELECT count(*) FROM mv
+"""
+
+# Handing back unfinished work does not spend an attempt.
+RELEASE_SEQS = """
+UPDATE ocd_messages
+SET attempts = greatest(attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
+    owner = NULL
+WHERE queue = $1 AND lease_kind = $3 AND seq = ANY($4::bigint[])
+"""
+
+# Retention and purge delete in bounded chunks, so no statement holds a queue for long.
+EXPIRE = """
+WITH d AS (
+  DELETE FROM ocd_messages WHERE seq IN (
+    SELECT seq FROM ocd_messages WHERE queue = $1 AND sent_ms < $2 LIMIT $3
+    FOR UPDATE SKIP LOCKED)
+  RETURNING size),
+c AS (
+  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
+  SELECT $1, $4, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
+  ON CONFLICT (queue, shard) DO UPDATE
+  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+SELECT count(*) FROM d
+"""
+
+LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM ocd_messages WHERE queue = $1"
+
+PURGE_CHUNK = """
+WITH d AS (
+  DELETE FROM ocd_messages WHERE seq IN (
+    SELECT seq FROM ocd_messages WHERE queue = $1 AND seq <= $2 LIMIT $3)
+  RETURNING size),
+c AS (
+  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
+  SELECT $1, $4, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
+  ON CONFLICT (queue, shard) DO UPDATE
+  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+SELECT count(*) FROM d
+"""
+
+PEEK = """
+SELECT seq, id, content_type, body, sent_ms, attempts FROM ocd_messages
+WHERE queue = $1 AND visible_ms <= $2 ORDER BY visible_ms LIMIT $3
+"""
+
+# Per queue: messages not ready now (delayed, retrying later, or leased), and of those the
+# leased ones. Walks only the not-ready part of the index.
+NOT_READY = """
+SELECT count(*), count(lease_kind) FROM ocd_messages WHERE queue = $1 AND visible_ms > $2
+"""

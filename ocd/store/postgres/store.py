@@ -1,0 +1,739 @@
+"""The PostgreSQL backend: one database shared by any number of ocd nodes.
+
+Sends go through the group-committing writer (``writer.py``) on a connection of its own;
+every other operation runs on a pool connection, in a transaction of its own. Pool sessions
+run with ``synchronous_commit = off``: a claim, settle or release lost to a server crash
+only means a redelivery; sends and queue administration set it on for their transaction
+(``durability = "full"``). Pool sessions also use ``plan_cache_mode = force_custom_plan``,
+so that a prepared claim with ``LIMIT $3`` is planned for its real parameters every time
+instead of switching to a generic plan that scans the queue.
+
+Every node registers in ``ocd_nodes`` with a heartbeat; a live node returns the PUSH
+leases of a node whose heartbeat lapsed (``node_heartbeat_s``). The catalogue (queues and
+pull consumers) is held in memory and reloaded on ``ocd_catalogue`` notifications and at
+least every ``CATALOGUE_FRESH_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import random
+import secrets
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import asyncpg
+
+from ocd.errors import (
+    OcdError,
+    QueueNotFound,
+    StoreConflict,
+    StoreCorrupt,
+    StoreError,
+    StoreUnavailable,
+)
+from ocd.store.base import (
+    CATALOGUE_FRESH_S,
+    Backlog,
+    Claimed,
+    DeadLetter,
+    Delivery,
+    Expired,
+    LeaseKind,
+    NewMessage,
+    NotReady,
+    PullConsumer,
+    QueueRecord,
+    QueueSettings,
+    Ready,
+    Retry,
+    Settled,
+)
+from ocd.store.postgres import sql
+from ocd.store.postgres.errors import is_driver_error, translate
+from ocd.store.postgres.feed import Feed
+from ocd.store.postgres.writer import SHARDS, GroupWriter
+
+log = logging.getLogger(__name__)
+
+CHUNK = 5000  # rows per retention or purge statement
+CONNECT_TIMEOUT_S = 5.0
+COMMAND_TIMEOUT_S = 30.0
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    if "://" in dsn:
+        scheme, rest = dsn.split("://", 1)
+        if "@" in rest:
+            cred, host = rest.rsplit("@", 1)
+            if ":" in cred:
+                cred = cred.split(":", 1)[0] + ":***"
+            rest = f"{cred}@{host}"
+        dsn = f"{scheme}://{rest}"
+    parts = [("password=***" if p.startswith("password=") else p) for p in dsn.split(" ")]
+    return " ".join(parts)
+
+
+class PostgresStore:
+    def __init__(
+        self,
+        dsn: str,
+        durability: str = "full",
+        pool_size: int = 10,
+        node_heartbeat_s: float = 15.0,
+    ) -> None:
+        self.dsn = dsn
+        self.where = redact(dsn)
+        self.durability = durability
+        self.pool_size = pool_size
+        self.node_heartbeat_s = node_heartbeat_s
+        self.node_id = secrets.token_hex(8)
+        self._pool: asyncpg.Pool | None = None
+        self._writer: GroupWriter | None = None
+        self._feed: Feed | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._queues: dict[tuple[str, str], QueueRecord] = {}
+        self._by_key: dict[int, QueueRecord] = {}
+        self._by_id: dict[str, QueueRecord] = {}
+        self._consumers: dict[int, PullConsumer] = {}
+        self._counts: dict[int, int] = {}
+        self._events: dict[int, asyncio.Event] = {}
+        self._catalogue_dirty = asyncio.Event()
+        self._closing = False
+        self._down_since: float | None = None
+        self.on_commit: Callable[[int, bool], None] | None = None
+
+    # ---------------------------------------------------------------- connections
+
+    async def _connect(self, **settings: str) -> asyncpg.Connection:
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self.dsn,
+            timeout=CONNECT_TIMEOUT_S,
+            command_timeout=COMMAND_TIMEOUT_S,
+            server_settings={"application_name": f"ocd {self.node_id}", **settings},
+        )
+        return conn
+
+    async def _writer_connection(self) -> asyncpg.Connection:
+        sync = "on" if self.durability == "full" else "off"
+        return await self._connect(synchronous_commit=sync)
+
+    @contextlib.asynccontextmanager
+    async def _db(
+        self, operation: str, queue: QueueRecord | None = None
+    ) -> AsyncIterator[asyncpg.Connection]:
+        """A pool connection for ``operation`` (on ``queue``); the one boundary where driver
+        errors become ocd's (``ocd.store.postgres.errors``). A foreign-key violation means
+        the queue was deleted meanwhile, on this node or another."""
+        if self._closing or self._pool is None:
+            raise StoreError("the store is closed", self.where, operation)
+        try:
+            async with self._pool.acquire(timeout=CONNECT_TIMEOUT_S) as conn:
+                yield conn
+        except OcdError:
+            raise
+        except Exception as e:
+            if not is_driver_error(e):
+                raise
+            err = translate(e, self.where, operation)
+            if isinstance(err, StoreUnavailable):
+                self._mark_down()
+            if isinstance(err, StoreConflict) and err.what == "foreign_key":
+                raise QueueNotFound(queue.name if queue else "?") from e
+            raise err from e
+        self._down_since = None
+
+    def _mark_down(self) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning(
+                "database %s is unavailable; retrying",
+                self.where,
+                extra={"event": "store_unavailable", "where": self.where},
+            )
+
+    def available(self) -> bool:
+        return not self._closing and self._down_since is None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def open(self, now_ms: int) -> None:
+        try:
+            conn = await self._connect()
+        except Exception as e:
+            if not is_driver_error(e):
+                raise
+            raise translate(e, self.where, "connect") from e
+        try:
+            await self._migrate(conn)
+        except OcdError:
+            raise
+        except Exception as e:
+            if not is_driver_error(e):
+                raise
+            raise translate(e, self.where, "migrate") from e
+        finally:
+            await conn.close()
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=1,
+                max_size=self.pool_size,
+                timeout=CONNECT_TIMEOUT_S,
+                command_timeout=COMMAND_TIMEOUT_S,
+                server_settings={
+                    "application_name": f"ocd {self.node_id}",
+                    "synchronous_commit": "off",
+                    "plan_cache_mode": "force_custom_plan",
+                },
+            )
+        except Exception as e:
+            if not is_driver_error(e):
+                raise
+            raise translate(e, self.where, "connect") from e
+        try:
+            async with self._db("register node") as c:
+                await c.execute(sql.REGISTER_NODE, self.node_id, socket.gethostname(), os.getpid())
+            await self._reap(now_ms)
+            await self._load()
+            self._feed = Feed(self._connect, self._notify, self._catalogue_dirty.set)
+            await self._feed.ensure()
+            self._writer = GroupWriter(self._writer_connection, self.where, self._committed)
+            self._writer.on_commit = self._on_commit
+            self._writer.start()
+        except BaseException:
+            await self._pool.close()
+            self._pool = None
+            raise
+        self._tasks = [
+            asyncio.create_task(self._feed_loop(), name="ocd-store-pg-feed"),
+            asyncio.create_task(self._heartbeat_loop(), name="ocd-store-pg-heartbeat"),
+        ]
+
+    def _on_commit(self, ops: int, on_loop: bool) -> None:
+        if self.on_commit is not None:
+            self.on_commit(ops, on_loop)
+
+    async def _migrate(self, conn: asyncpg.Connection) -> None:
+        """Bring the schema up to date under an advisory lock: of nodes starting together,
+        one migrates and the others find it done."""
+        await conn.execute("SELECT pg_advisory_lock($1)", sql.SCHEMA_LOCK)
+        try:
+            async with conn.transaction():
+                await conn.execute(sql.SCHEMA_TABLE)
+                version = await conn.fetchval(sql.SCHEMA_VERSION)
+                if version is None:
+                    await conn.execute(sql.SCHEMA_INIT)
+                    version = 0
+            latest = len(sql.MIGRATIONS)
+            if version > latest:
+                raise StoreCorrupt(
+                    f"{self.where} has ocd schema version {version}, newer than this ocd "
+                    f"understands ({latest}); run a newer ocd",
+                    self.where,
+                    "migrate",
+                )
+            for target in range(version + 1, latest + 1):
+                async with conn.transaction():
+                    await conn.execute(sql.MIGRATIONS[target - 1])
+                    await conn.execute(sql.SCHEMA_SET, target)
+                log.info("database %s migrated to schema %d", self.where, target)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", sql.SCHEMA_LOCK)
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        if self._writer is not None:
+            await self._writer.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        self._tasks = []
+        if self._pool is not None:
+            with contextlib.suppress(StoreError):
+                async with self._db("return leases") as c:
+                    now_ms = int(time.time() * 1000)
+                    rows = await c.fetch(sql.RETURN_OWN, self.node_id, now_ms)
+                    await c.execute(sql.FORGET_NODE, self.node_id)
+                    for key in {r[0] for r in rows}:
+                        await c.execute(sql.NOTIFY, sql.queue_channel(key))
+        self._closing = True
+        if self._feed is not None:
+            await self._feed.close()
+        if self._pool is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._pool.close(), 5)
+            self._pool = None
+
+    @property
+    def commits(self) -> int:
+        return self._writer.commits if self._writer is not None else 0
+
+    # ---------------------------------------------------------------- nodes and the feed
+
+    async def _heartbeat_loop(self) -> None:
+        every = max(self.node_heartbeat_s / 3, 0.05)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                async with self._db("heartbeat") as c:
+                    alive = await c.execute(sql.HEARTBEAT, self.node_id)
+                    if alive == "UPDATE 0":
+                        # Taken for dead (a long pause): our leases were handed back already.
+                        log.warning(
+                            "this node's heartbeat had lapsed; registering again",
+                            extra={"event": "node_reregistered", "node": self.node_id},
+                        )
+                        await c.execute(
+                            sql.REGISTER_NODE, self.node_id, socket.gethostname(), os.getpid()
+                        )
+                await self._reap(int(time.time() * 1000))
+            except StoreError:
+                continue
+
+    async def _reap(self, now_ms: int) -> None:
+        """Return the PUSH leases of nodes whose heartbeat lapsed."""
+        async with self._db("return leases of silent nodes") as c:
+            rows = await c.fetch(sql.REAP_NODES, float(self.node_heartbeat_s), now_ms)
+            keys = {r[0] for r in rows}
+            for key in keys:
+                await c.execute(sql.NOTIFY, sql.queue_channel(key))
+        if rows:
+            log.warning(
+                "returned %d message(s) leased by node(s) that went silent",
+                len(rows),
+                extra={"event": "inflight_recovered", "count": len(rows)},
+            )
+
+    async def _feed_loop(self) -> None:
+        assert self._feed is not None
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._catalogue_dirty.wait(), CATALOGUE_FRESH_S)
+            self._catalogue_dirty.clear()
+            try:
+                if await self._feed.ensure():
+                    for key in list(self._events):
+                        self._feed.listen(key)
+                await self._load()
+            except StoreError:
+                pass
+            # the fallback: a notification missed costs at most this long
+            for key in list(self._events):
+                self._notify(key)
+
+    async def _load(self) -> None:
+        async with self._db("load catalogue") as c:
+            queues = [_queue_from_row(r) for r in await c.fetch(sql.SELECT_QUEUES)]
+            consumers = [_consumer_from_row(r) for r in await c.fetch(sql.SELECT_CONSUMERS)]
+            counts = {r[0]: int(r[1]) for r in await c.fetch(sql.ALL_COUNTS)}
+        changed = {q.key for q in queues if self._by_key.get(q.key) != q}
+        self._queues = {(q.account, q.name): q for q in queues}
+        self._by_key = {q.key: q for q in queues}
+        self._by_id = {q.queue_id: q for q in queues}
+        self._consumers = {c.queue_key: c for c in consumers}
+        self._counts = counts
+        for key in changed:  # paused, resumed, renamed: dispatchers look again
+            self._notify(key)
+
+    def _committed(self, backlogs: dict[int, Backlog]) -> None:
+        for key, b in backlogs.items():
+            self._counts[key] = b.count
+            self._notify(key)
+
+    # ---------------------------------------------------------------- catalogue
+
+    def _remember(self, q: QueueRecord) -> None:
+        old = self._by_key.get(q.key)
+        if old is not None:
+            self._queues.pop((old.account, old.name), None)
+        self._queues[(q.account, q.name)] = q
+        self._by_key[q.key] = q
+        self._by_id[q.queue_id] = q
+
+    def _forget(self, q: QueueRecord) -> None:
+        self._queues.pop((q.account, q.name), None)
+        self._by_key.pop(q.key, None)
+        self._by_id.pop(q.queue_id, None)
+        self._consumers.pop(q.key, None)
+        self._counts.pop(q.key, None)
+
+    def queues(self) -> list[QueueRecord]:
+        return sorted(self._queues.values(), key=lambda q: (q.account, q.name))
+
+    def queue(self, name: str, account: str = "local") -> QueueRecord | None:
+        return self._queues.get((account, name))
+
+    def queue_by_id(self, queue_id: str) -> QueueRecord | None:
+        return self._by_id.get(queue_id)
+
+    def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None:
+        return self._consumers.get(queue.key)
+
+    # ---------------------------------------------------------------- administration
+
+    async def _durable(self, c: asyncpg.Connection) -> None:
+        """Inside a transaction: commit it durably (pool sessions default to off)."""
+        if self.durability == "full":
+            await c.execute("SET LOCAL synchronous_commit = on")
+
+    async def create_queue(
+        self, name: str, account: str, settings: QueueSettings, now_ms: int
+    ) -> QueueRecord:
+        async with self._db("create queue") as c, c.transaction():
+            await self._durable(c)
+            row = await c.fetchrow(
+                sql.INSERT_QUEUE,
+                account,
+                name,
+                secrets.token_hex(16),
+                now_ms,
+                now_ms,
+                *_settings_row(settings),
+            )
+            if row is None:
+                raise StoreConflict(
+                    f"a queue named {name} already exists", "queue_name", self.where, "create"
+                )
+            await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
+        record = _queue_from_row(row)
+        self._remember(record)
+        return record
+
+    async def ensure_queue(
+        self, name: str, account: str, settings: QueueSettings | None, now_ms: int
+    ) -> QueueRecord:
+        existing = self.queue(name, account)
+        if existing is None:
+            try:
+                return await self.create_queue(name, account, settings or QueueSettings(), now_ms)
+            except StoreConflict:
+                async with self._db("read queue") as c:
+                    row = await c.fetchrow(sql.SELECT_QUEUE, account, name)
+                if row is None:
+                    raise
+                existing = _queue_from_row(row)
+                self._remember(existing)
+        if settings is None or settings == existing.settings:
+            return existing
+        return await self.update_queue(existing, settings, now_ms)
+
+    async def update_queue(
+        self, queue: QueueRecord, settings: QueueSettings, now_ms: int, new_name: str | None = None
+    ) -> QueueRecord:
+        name = new_name or queue.name
+        try:
+            async with self._db("update queue") as c, c.transaction():
+                await self._durable(c)
+                row = await c.fetchrow(
+                    sql.UPDATE_QUEUE, name, now_ms, *_settings_row(settings), queue.key
+                )
+                if row is None:
+                    raise QueueNotFound(queue.name)
+                await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
+                await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+        except StoreConflict as e:
+            raise StoreConflict(
+                f"a queue named {name} already exists", "queue_name", self.where, "rename"
+            ) from e
+        record = _queue_from_row(row)
+        self._remember(record)
+        self._notify(queue.key)
+        return record
+
+    async def delete_queue(self, queue: QueueRecord) -> None:
+        async with self._db("delete queue") as c, c.transaction():
+            await self._durable(c)
+            await c.execute(sql.DELETE_QUEUE, queue.key)
+            await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
+            await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+        self._forget(queue)
+        self._notify(queue.key)
+
+    async def put_pull_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
+        async with self._db("write", queue) as c, c.transaction():
+            await self._durable(c)
+            row = await c.fetchrow(
+                sql.UPSERT_CONSUMER,
+                queue.key,
+                consumer.consumer_id,
+                consumer.created_ms,
+                consumer.dead_letter_queue,
+                _consumer_settings(consumer),
+            )
+            await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
+        _key, cid, created = row
+        stored = dataclasses.replace(
+            consumer, queue_key=queue.key, consumer_id=cid, created_ms=created
+        )
+        self._consumers[queue.key] = stored
+        return stored
+
+    async def delete_pull_consumer(self, queue: QueueRecord) -> bool:
+        async with self._db("delete consumer") as c, c.transaction():
+            await self._durable(c)
+            status = await c.execute(sql.DELETE_CONSUMER, queue.key)
+            await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
+        self._consumers.pop(queue.key, None)
+        return bool(status != "DELETE 0")
+
+    async def secret(self, name: str) -> bytes:
+        async with self._db("read secret") as c, c.transaction():
+            await self._durable(c)
+            await c.execute(sql.PUT_META, name, secrets.token_bytes(32))
+            value = await c.fetchval(sql.GET_META, name)
+        return bytes(value)
+
+    # ---------------------------------------------------------------- messages
+
+    async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
+        if self._writer is None or self._closing:
+            raise StoreError("the store is closed", self.where, "send")
+        if queue.key not in self._by_key:
+            raise QueueNotFound(queue.name)
+        try:
+            backlog: Backlog = await self._writer.submit(queue, messages)
+        except StoreUnavailable:
+            self._mark_down()
+            raise
+        self._down_since = None
+        return backlog
+
+    async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
+        async with self._db("read") as c:
+            count, first, nxt = await c.fetchrow(sql.READY, queue.key, now_ms, limit)
+        return Ready(count, first, nxt)
+
+    async def claim(
+        self,
+        queue: QueueRecord,
+        limit: int,
+        now_ms: int,
+        lease_until_ms: int,
+        max_attempts: int,
+        dead_letter: DeadLetter,
+        kind: LeaseKind = LeaseKind.PUSH,
+        max_batches: int | None = None,
+    ) -> Claimed:
+        lease = secrets.randbits(62) + 1
+        owner = self.node_id if kind == LeaseKind.PUSH else None
+        async with self._db("write", queue) as c, c.transaction():
+            if max_batches is not None:
+                # one capped claim of this queue at a time, deployment-wide
+                await c.execute(sql.CLAIM_LOCK_QUEUE, sql.CLAIM_LOCK, queue.key)
+                held = await c.fetchval(sql.PUSH_LEASES_HELD, queue.key, now_ms)
+                if held >= max_batches:
+                    return Claimed([])
+            rows = await c.fetch(
+                sql.CLAIM, queue.key, now_ms, limit, lease_until_ms, lease, int(kind), owner
+            )
+            deliveries: list[Delivery] = []
+            spent: list[int] = []
+            exhausted: list[str] = []
+            for seq, mid, ctype, body, sent_ms, attempts in rows:
+                if attempts > max_attempts:
+                    spent.append(seq)
+                    exhausted.append(mid)
+                else:
+                    deliveries.append(Delivery(seq, mid, ctype, body, sent_ms, attempts, lease))
+            if spent:
+                await self._dead_letter(c, queue, spent, dead_letter, now_ms)
+        deliveries.sort(key=lambda d: d.seq)
+        return Claimed(deliveries, exhausted)
+
+    async def settle(
+        self,
+        queue: QueueRecord,
+        acks: Sequence[int],
+        retries: Sequence[Retry],
+        dead: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> Settled:
+        shard = random.randrange(SHARDS)
+        acked = retried = 0
+        async with self._db("write", queue) as c, c.transaction():
+            if acks:
+                acked = await c.fetchval(sql.DELETE_SEQS, queue.key, list(acks), shard)
+            if retries:
+                status = await c.execute(
+                    sql.RETRY, queue.key, [r.seq for r in retries], [r.visible_ms for r in retries]
+                )
+                retried = _rowcount(status)
+                await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+            moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
+        if acked:
+            self._counts[queue.key] = max(self._counts.get(queue.key, 0) - acked, 0)
+        return Settled(acked, retried, moved, deleted)
+
+    async def _dead_letter(
+        self,
+        c: asyncpg.Connection,
+        queue: QueueRecord,
+        seqs: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> tuple[int, int]:
+        if not seqs:
+            return 0, 0
+        shard = random.randrange(SHARDS)
+        dlq = dead_letter.queue
+        if dlq is None or dlq.key not in self._by_key:
+            return 0, await c.fetchval(sql.DELETE_SEQS, queue.key, list(seqs), shard)
+        moved = await c.fetchval(sql.MOVE_SEQS, queue.key, dlq.key, now_ms, list(seqs), shard)
+        await c.execute(sql.NOTIFY, sql.queue_channel(dlq.key))
+        return moved, 0
+
+    async def release(
+        self,
+        queue: QueueRecord,
+        seqs: Sequence[int],
+        now_ms: int,
+        kind: LeaseKind = LeaseKind.PUSH,
+    ) -> int:
+        async with self._db("write", queue) as c, c.transaction():
+            status = await c.execute(sql.RELEASE_SEQS, queue.key, now_ms, int(kind), list(seqs))
+            await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+        self._notify(queue.key)
+        return _rowcount(status)
+
+    async def expire(self, now_ms: int) -> list[Expired]:
+        expired: list[Expired] = []
+        for queue in self.queues():
+            cutoff = now_ms - queue.settings.message_retention_period_s * 1000
+            total: int = 0
+            while True:
+                async with self._db("write", queue) as c:
+                    n = await c.fetchval(
+                        sql.EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
+                    )
+                total += n
+                if n < CHUNK:
+                    break
+            if total:
+                expired.append(Expired(queue.account, queue.name, total))
+        return expired
+
+    async def purge(self, queue: QueueRecord, now_ms: int) -> int:
+        async with self._db("write", queue) as c:
+            last = await c.fetchval(sql.LAST_SEQ, queue.key)
+        total: int = 0
+        while True:
+            async with self._db("write", queue) as c, c.transaction():
+                await self._durable(c)
+                n = await c.fetchval(
+                    sql.PURGE_CHUNK, queue.key, last, CHUNK, random.randrange(SHARDS)
+                )
+            total += n
+            if n < CHUNK:
+                break
+        async with self._db("write", queue) as c, c.transaction():
+            await self._durable(c)
+            await c.execute(sql.MARK_PURGED, now_ms, queue.key)
+            await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
+        current = self._by_key.get(queue.key)
+        if current is not None:
+            self._remember(dataclasses.replace(current, purged_ms=now_ms))
+        return total
+
+    async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
+        async with self._db("read") as c:
+            rows = await c.fetch(sql.PEEK, queue.key, now_ms, limit)
+        return [
+            Delivery(seq, mid, ct, body, sent, att, 0) for seq, mid, ct, body, sent, att in rows
+        ]
+
+    async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
+        async with self._db("write", queue) as c, c.transaction():
+            await self._durable(c)
+            n: int = await c.fetchval(
+                sql.DELETE_SEQS, queue.key, list(seqs), random.randrange(SHARDS)
+            )
+        return n
+
+    async def backlog(self, queue: QueueRecord) -> Backlog:
+        async with self._db("read") as c:
+            count, size, oldest = await c.fetchrow(sql.BACKLOG, queue.key)
+        self._counts[queue.key] = int(count)
+        return Backlog(int(count), int(size), oldest or 0)
+
+    def backlog_count(self, queue: QueueRecord) -> int:
+        return self._counts.get(queue.key, 0)
+
+    async def queue_stats(self, now_ms: int) -> dict[int, NotReady]:
+        out: dict[int, NotReady] = {}
+        async with self._db("read") as c:
+            for q in self.queues():
+                not_ready, leased = await c.fetchrow(sql.NOT_READY, q.key, now_ms)
+                out[q.key] = NotReady(not_ready, leased)
+        return out
+
+    # ---------------------------------------------------------------- wake-ups
+
+    def watch(self, queue: QueueRecord) -> asyncio.Event:
+        ev = self._events.get(queue.key)
+        if ev is None:
+            ev = self._events[queue.key] = asyncio.Event()
+            if self._feed is not None:
+                self._feed.listen(queue.key)
+        return ev
+
+    def _notify(self, key: int) -> None:
+        ev = self._events.pop(key, None)
+        if ev is not None:
+            ev.set()
+
+
+def _rowcount(status: str) -> int:
+    try:
+        return int(status.rsplit(" ", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _settings_row(s: QueueSettings) -> tuple[int, int, bool]:
+    return (s.delivery_delay_s, s.message_retention_period_s, s.delivery_paused)
+
+
+def _queue_from_row(row: Any) -> QueueRecord:
+    key, account, name, qid, created, modified, delay, retention, paused, purged = row
+    return QueueRecord(
+        key, account, name, qid, created, modified, QueueSettings(delay, retention, paused), purged
+    )
+
+
+def _consumer_settings(c: PullConsumer) -> str:
+    return json.dumps(
+        {
+            "batch_size": c.batch_size,
+            "max_retries": c.max_retries,
+            "visibility_timeout_ms": c.visibility_timeout_ms,
+            "retry_delay": c.retry_delay_s,
+        }
+    )
+
+
+def _consumer_from_row(row: Any) -> PullConsumer:
+    _key, queue, cid, created, dlq, settings = row
+    s = json.loads(settings)
+    return PullConsumer(
+        queue,
+        cid,
+        created,
+        dlq,
+        s["batch_size"],
+        s["max_retries"],
+        s["visibility_timeout_ms"],
+        s["retry_delay"],
+    )

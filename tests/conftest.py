@@ -1,0 +1,96 @@
+"""Session-wide fixtures: a throw-away PostgreSQL server and the store-backend switch.
+
+``OCD_REQUIRE_POSTGRES=1`` (set by CI) turns "PostgreSQL unavailable" from a skip into a
+failure, and fails the run if any test still skipped for a PostgreSQL reason.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests import pg
+
+REQUIRE_ENV = "OCD_REQUIRE_POSTGRES"
+STORE_ENV = "OCD_TEST_STORE"
+STORE_BACKENDS = ("sqlite", "postgres")
+
+_postgres_skips: list[str] = []
+
+
+def _postgres_required() -> bool:
+    return os.environ.get(REQUIRE_ENV) == "1"
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[pg.Cluster]:
+    """The session's PostgreSQL server, started once; skips (or fails) when unavailable."""
+    reason = pg.why_unavailable()
+    if reason is not None:
+        if _postgres_required():
+            pytest.fail(f"{REQUIRE_ENV}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    cluster = pg.start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_dsn(pg_cluster: pg.Cluster) -> Iterator[str]:
+    """A DSN for a fresh database of its own, dropped after the test."""
+    name = f"ocd_t_{uuid.uuid4().hex[:16]}"
+    dsn = pg_cluster.create_database(name)
+    try:
+        yield dsn
+    finally:
+        pg_cluster.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def store_backend() -> str:
+    """The store backend daemon tests run on: ``$OCD_TEST_STORE``, ``sqlite`` by default."""
+    backend = os.environ.get(STORE_ENV, "sqlite")
+    if backend not in STORE_BACKENDS:
+        pytest.fail(f"{STORE_ENV}={backend!r}; expected one of {STORE_BACKENDS}", pytrace=False)
+    return backend
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str | None:
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return None
+    if isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2])
+    return str(report.longrepr)
+
+
+def _note_postgres_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = _skip_reason(report)
+    if reason is not None and "postgres" in reason.lower():
+        _postgres_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _note_postgres_skip(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _note_postgres_skip(report)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _postgres_required() and _postgres_skips and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _postgres_required() and _postgres_skips:
+        terminalreporter.write_line(
+            f"FAILED: {REQUIRE_ENV}=1 but {len(_postgres_skips)} test(s) skipped for a "
+            f"PostgreSQL reason, e.g. {_postgres_skips[0]}",
+            red=True,
+        )

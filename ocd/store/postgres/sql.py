@@ -197,7 +197,8 @@ ALL_COUNTS = "SELECT queue, sum(count) FROM ocd_counts GROUP BY queue"
 READY = """
 SELECT
   (SELECT count(*) FROM (SELECT 1 FROM ocd_messages
-                         WHERE queue = $1 AND visible_ms <= $2 LIMIT $3) AS r),
+                         WHERE queue = $1 AND visible_ms <= $2
+                         ORDER BY visible_ms LIMIT $3) AS r),
   (SELECT min(visible_ms) FROM ocd_messages WHERE queue = $1 AND visible_ms <= $2),
   (SELECT min(visible_ms) FROM ocd_messages WHERE queue = $1 AND visible_ms > $2)
 """

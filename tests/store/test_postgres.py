@@ -1,0 +1,286 @@
+"""What only the PostgreSQL backend does: several nodes on one database, node heartbeats,
+migrations that nodes starting together run once, pinned query plans, and outages.
+
+Each test has a database of its own on the session's throw-away server (``pg_dsn``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import asyncpg
+import pytest
+
+from ocd.errors import QueueNotFound, StoreCorrupt, StoreUnavailable
+from ocd.store import DeadLetter, LeaseKind, NewMessage, QueueSettings
+from ocd.store.postgres import PostgresStore, redact
+from ocd.store.postgres import sql as pg_sql
+from tests import pg
+from tests.helpers import eventually
+
+T0 = 1_800_000_000_000
+NO_DLQ = DeadLetter(None)
+
+
+def msgs(n, at=T0, prefix="m"):
+    return [NewMessage(f"{prefix}{i:031d}", "json", b'"x"', at, at) for i in range(n)]
+
+
+@pytest.fixture
+async def nodes(pg_dsn):
+    """``await nodes(n)`` -> n open stores (nodes) on the test's database."""
+    opened: list[PostgresStore] = []
+
+    async def make(n: int = 2, **options) -> list[PostgresStore]:
+        made = [PostgresStore(pg_dsn, **options) for _ in range(n)]
+        await asyncio.gather(*(s.open(T0) for s in made))
+        opened.extend(made)
+        return made
+
+    yield make
+    for s in opened:
+        await s.close()
+
+
+async def test_a_queue_created_on_one_node_is_seen_and_usable_on_another(nodes):
+    a, b = await nodes(2)
+    q = await a.create_queue("jobs", "local", QueueSettings(), T0)
+    await eventually(lambda: b.queue("jobs") is not None, timeout=3)
+    await b.enqueue(b.queue("jobs"), msgs(2))
+    assert (await a.backlog(q)).count == 2
+    await a.update_queue(q, QueueSettings(delivery_paused=True), T0 + 1)
+    await eventually(lambda: b.queue("jobs").settings.delivery_paused, timeout=3)
+
+
+async def test_a_send_to_a_queue_deleted_on_another_node_is_queue_not_found(nodes):
+    a, b = await nodes(2)
+    await a.create_queue("jobs", "local", QueueSettings(), T0)
+    await eventually(lambda: b.queue("jobs") is not None, timeout=3)
+    stale = b.queue("jobs")
+    await a.delete_queue(a.queue("jobs"))
+    with pytest.raises(QueueNotFound):  # before b's catalogue heard of it: the database says
+        await b.enqueue(stale, msgs(1))
+    await eventually(lambda: b.queue("jobs") is None, timeout=3)
+
+
+async def test_a_send_on_one_node_wakes_a_watcher_on_another(nodes):
+    a, b = await nodes(2)
+    q = await a.create_queue("jobs", "local", QueueSettings(), T0)
+    await eventually(lambda: b.queue("jobs") is not None, timeout=3)
+    woken = b.watch(b.queue("jobs"))
+    await a.enqueue(q, msgs(1))
+    await asyncio.wait_for(woken.wait(), 3)
+
+
+async def test_claims_from_two_nodes_never_share_a_message(nodes):
+    a, b = await nodes(2)
+    q = await a.create_queue("jobs", "local", QueueSettings(), T0)
+    await a.enqueue(q, msgs(300))
+    claims = await asyncio.gather(
+        *(s.claim(q, 10, T0, T0 + 60_000, 4, NO_DLQ) for s in (a, b) for _ in range(20))
+    )
+    ids = [d.id for c in claims for d in c.deliveries]
+    assert len(ids) == len(set(ids)) == 300
+
+
+async def test_max_batches_is_a_limit_for_the_whole_deployment(nodes):
+    a, b = await nodes(2)
+    q = await a.create_queue("jobs", "local", QueueSettings(), T0)
+    await a.enqueue(q, msgs(10))
+    got = await asyncio.gather(
+        *(s.claim(q, 2, T0, T0 + 60_000, 4, NO_DLQ, max_batches=1) for s in (a, b, a, b))
+    )
+    assert sorted(len(c.deliveries) for c in got) == [0, 0, 0, 2]
+
+
+async def test_a_pull_lease_from_one_node_is_acked_on_another(nodes):
+    a, b = await nodes(2)
+    q = await a.create_queue("jobs", "local", QueueSettings(), T0)
+    await a.enqueue(q, msgs(1))
+    [d] = (await a.claim(q, 1, T0, T0 + 30_000, 4, NO_DLQ, LeaseKind.PULL)).deliveries
+    assert await a.secret("lease") == await b.secret("lease")
+    settled = await b.settle(q, [d.seq], [], [], NO_DLQ, T0)
+    assert settled.acked == 1 and (await a.backlog(q)).count == 0
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from ocd.store import DeadLetter, NewMessage, QueueSettings
+    from ocd.store.postgres import PostgresStore
+
+    async def main():
+        s = PostgresStore(sys.argv[1], node_heartbeat_s=1)
+        now = int(time.time() * 1000)
+        await s.open(now)
+        q = await s.ensure_queue("jobs", "local", None, now)
+        await s.enqueue(q, [NewMessage(f"{i:032x}", "json", b"1", now, now) for i in range(3)])
+        c = await s.claim(q, 2, now, now + 900_000, 4, DeadLetter(None))
+        print(len(c.deliveries), flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_push_leases_of_a_killed_node_come_back_after_its_heartbeat_lapses(pg_dsn, nodes):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, pg_dsn], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(holder.stdout.readline), 30)
+        assert line.strip() == "2"
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+        [b] = await nodes(1, node_heartbeat_s=1)
+        q = b.queue("jobs")
+
+        async def ready() -> bool:
+            return (await b.ready(q, int(time.time() * 1000), 10)).count == 3
+
+        started = time.monotonic()
+        await eventually(ready, timeout=15)
+        # long before the 900 s lease would have lapsed
+        assert time.monotonic() - started < 60
+        again = (await b.claim(q, 3, int(time.time() * 1000), T0 * 2, 4, NO_DLQ)).deliveries
+        assert sorted(d.attempts for d in again) == [1, 2, 2]  # the lost batch's attempt stays
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.stdout.close()
+
+
+async def test_nodes_starting_together_on_an_empty_database_migrate_once(pg_dsn, nodes):
+    await nodes(4)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        rows = await conn.fetch("SELECT version FROM ocd_schema")
+        assert [r[0] for r in rows] == [len(pg_sql.MIGRATIONS)]
+        assert await conn.fetchval("SELECT count(*) FROM ocd_nodes") == 4
+    finally:
+        await conn.close()
+
+
+async def test_a_database_with_a_newer_schema_is_refused(pg_dsn):
+    s = PostgresStore(pg_dsn)
+    await s.open(T0)
+    await s.close()
+    conn = await asyncpg.connect(pg_dsn)
+    await conn.execute("UPDATE ocd_schema SET version = 99")
+    await conn.close()
+    with pytest.raises(StoreCorrupt, match="newer than this ocd"):
+        await PostgresStore(pg_dsn).open(T0)
+
+
+async def test_an_unreachable_database_is_a_clear_unavailable_error_without_the_password():
+    dsn = f"postgresql://ocd:hunter2@127.0.0.1:{pg.free_port()}/ocd"
+    with pytest.raises(StoreUnavailable) as e:
+        await PostgresStore(dsn).open(T0)
+    assert "hunter2" not in str(e.value) and "ocd:***@127.0.0.1" in str(e.value)
+    assert redact("host=db password=s3cret dbname=ocd") == "host=db password=*** dbname=ocd"
+
+
+async def test_sends_fail_retryably_while_the_database_is_down_and_recover_by_themselves():
+    reason = pg.why_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    cluster = pg.start_cluster()  # a server of its own: this test stops it
+    try:
+        s = PostgresStore(cluster.dsn)
+        await s.open(T0)
+        q = await s.create_queue("jobs", "local", QueueSettings(), T0)
+        await s.enqueue(q, msgs(3))
+        await asyncio.to_thread(cluster.stop_immediate)
+        with pytest.raises(StoreUnavailable):
+            await s.enqueue(q, msgs(1, prefix="lost"))
+        with pytest.raises(StoreUnavailable):
+            await s.claim(q, 1, T0, T0 + 1000, 4, NO_DLQ)
+        assert not s.available()
+        await asyncio.to_thread(cluster.start)
+
+        async def sent() -> bool:
+            try:
+                await s.enqueue(q, msgs(1, prefix="back"))
+            except StoreUnavailable:
+                return False
+            return True
+
+        await eventually(sent, timeout=20)
+        await eventually(s.available, timeout=5)
+        assert (await s.backlog(q)).count >= 4  # the three acknowledged ones are all there
+        await s.close()
+    finally:
+        cluster.stop()
+
+
+# ------------------------------------------------------------------ query plans
+
+HOT = {
+    "READY": (pg_sql.READY, (1, T0, 10)),
+    "CLAIM": (pg_sql.CLAIM, (1, T0, 100, T0 + 9, 1, 1, "n")),
+    "PUSH_LEASES_HELD": (pg_sql.PUSH_LEASES_HELD, (1, T0)),
+    "DELETE_SEQS": (pg_sql.DELETE_SEQS, (1, [1, 2, 3], 0)),
+    "MOVE_SEQS": (pg_sql.MOVE_SEQS, (1, 2, T0, [1, 2], 0)),
+    "RETRY": (pg_sql.RETRY, (1, [1, 2], [T0, T0])),
+    "RELEASE_SEQS": (pg_sql.RELEASE_SEQS, (1, T0, 1, [1, 2])),
+    "PEEK": (pg_sql.PEEK, (1, T0, 10)),
+    "BACKLOG": (pg_sql.BACKLOG, (1,)),
+    "NOT_READY": (pg_sql.NOT_READY, (1, T0)),
+    "EXPIRE": (pg_sql.EXPIRE, (1, T0 - 49_990, 5000, 0)),
+}
+
+
+def _scans(plan: dict) -> list[str]:
+    """Every node of a JSON plan that reads ocd_messages, as 'Node Type'."""
+    found = []
+    if plan.get("Relation Name") == "ocd_messages":
+        found.append(plan["Node Type"])
+    for child in plan.get("Plans", []):
+        found += _scans(child)
+    return found
+
+
+@pytest.fixture
+async def deep_queue(pg_dsn):
+    """A database with a 50,000-message queue, analysed, and a connection set up as ocd's
+    pool sessions are."""
+    s = PostgresStore(pg_dsn)
+    await s.open(T0)
+    q1 = await s.create_queue("deep", "local", QueueSettings(), T0)
+    q2 = await s.create_queue("dlq", "local", QueueSettings(), T0)
+    assert (q1.key, q2.key) == (1, 2)
+    for i in range(0, 50_000, 5000):
+        batch = [NewMessage(f"{j:032x}", "json", b"1", T0 - j, T0 - j) for j in range(i, i + 5000)]
+        await s.enqueue(q1, batch)
+    await s.close()
+    conn = await asyncpg.connect(pg_dsn, server_settings={"plan_cache_mode": "force_custom_plan"})
+    await conn.execute("ANALYZE")
+    yield conn
+    await conn.close()
+
+
+@pytest.mark.parametrize("name", sorted(HOT))
+async def test_hot_statement_never_scans_the_whole_table(deep_queue, name):
+    query, params = HOT[name]
+    # Run it prepared more than five times first: the trap was a switch to a generic plan.
+    stmt = await deep_queue.prepare("EXPLAIN (FORMAT JSON) " + query)
+    for _ in range(7):
+        [[plan_json]] = await stmt.fetch(*params)
+
+    scans = _scans(json.loads(plan_json)[0]["Plan"])
+    assert scans, (name, plan_json)
+    assert "Seq Scan" not in scans, (name, scans)
+
+
+async def test_pool_sessions_plan_every_execution_for_its_parameters(nodes):
+    [s] = await nodes(1)
+    async with s._db("read") as c:  # the pool's own session settings
+        assert await c.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
+        assert await c.fetchval("SHOW synchronous_commit") == "off"

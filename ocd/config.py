@@ -1,17 +1,17 @@
 """ocd's config file (and any wrangler files it names), parsed once into frozen dataclasses.
 
-Validation is pure: the only I/O is reading the config and wrangler files and checking that
-each worker's ``main`` file exists. Worker modules are never imported and no database is
-opened here. Every problem found is collected and raised together in one ConfigError.
-Reading files and typed access to their tables live in ``ocd.configfile``; this module
-says what the keys mean.
+Validation is pure: the only I/O is reading the config and wrangler files, checking that
+each worker's ``main`` file exists and reading the environment variables the config names.
+Worker modules are never imported and no database is opened here. Every problem found is
+collected and raised together in one ConfigError. Reading files and typed access to their
+tables live in ``ocd.configfile``; this module says what the keys mean.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -36,6 +36,46 @@ class ServerConfig:
     @property
     def listen(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """Where queue state lives. ``data_dir`` and ``durability`` are ``[server]``'s, mirrored."""
+
+    data_dir: Path  # the SQLite database's directory
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    dsn: str | None = field(default=None, repr=False)  # resolved from dsn_env; may hold a password
+    dsn_env: str | None = None  # the environment variable dsn was read from
+    pool_size: int = 10
+    node_heartbeat_s: float = 15.0
+    durability: Literal["full", "normal"] = "full"
+
+    @property
+    def dsn_redacted(self) -> str | None:
+        """``dsn`` with any password replaced by ``***``, for logs and error messages."""
+        return None if self.dsn is None else redact_dsn(self.dsn)
+
+
+_KEYWORD_PASSWORD = re.compile(r"((?:^|\s)password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)")
+_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&#]*")
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with any password replaced by ``***``.
+
+    Handles URLs (``postgresql://user:secret@host/db``, ``?password=secret``) and libpq
+    keyword/value strings (``host=db password=secret``, quoted or not).
+    """
+    scheme, sep, rest = dsn.partition("://")
+    if not sep:
+        return _KEYWORD_PASSWORD.sub(r"\1***", dsn)
+    # An unencoded "@" or "/" may sit in the password: the user info ends at the last "@".
+    location, question, query = rest.partition("?")
+    userinfo, at, host = location.rpartition("@")
+    if at and ":" in userinfo:
+        location = f"{userinfo.partition(':')[0]}:***@{host}"
+    query = _QUERY_PASSWORD.sub(r"\1***", query)
+    return f"{scheme}://{location}{question}{query}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +130,7 @@ class AccountConfig:
 class Config:
     path: Path
     server: ServerConfig
+    store: StoreConfig
     workers: tuple[WorkerConfig, ...]
     queues: tuple[QueueConfig, ...]  # every queue named anywhere, sorted by (account, name)
     accounts: tuple[AccountConfig, ...]
@@ -114,7 +155,8 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
     """Read and validate the config file at ``path``.
 
     ``environ`` (default ``os.environ``) supplies ``STATE_DIRECTORY``, the default data
-    directory. Raises ConfigError listing every problem found.
+    directory, and the variable ``[store] dsn_env`` names. Raises ConfigError listing every
+    problem found.
     """
     loader = _Loader(Path(path), os.environ if environ is None else environ)
     config = loader.load()
@@ -127,13 +169,17 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
 _ACCOUNT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_DSN_KEYWORD = re.compile(r"(?:^|\s)(?:host|dbname)\s*=")
 
 _QUEUE_NAME = "a queue name (1..63 of A-Z a-z 0-9 _ -)"
 _IDENTIFIER_NAME = "name matching [A-Za-z_][A-Za-z0-9_]*"
 _ACCOUNT_REF = 'an account id ("local" or a configured [[accounts]] id)'
+_DSN = 'a PostgreSQL connection string ("postgresql://..." or "host=... dbname=...")'
+_DURABILITY = ("full", "normal")
 
-_TOP_KEYS = ("server", "accounts", "workers", "queues")
+_TOP_KEYS = ("server", "store", "accounts", "workers", "queues")
 _SERVER_KEYS = ("listen", "data_dir", "durability", "shutdown_timeout")
+_STORE_KEYS = ("backend", "dsn", "dsn_env", "pool_size", "node_heartbeat", "durability", "data_dir")
 _ACCOUNT_KEYS = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues"
@@ -153,6 +199,10 @@ _WRANGLER_OVERLAP = (("main", "main"), ("module", "main"), ("vars", "vars"), ("q
 
 def _is_module_name(value: str) -> bool:
     return all(part.isidentifier() for part in value.split("."))
+
+
+def _is_dsn(value: str) -> bool:
+    return value.startswith(("postgresql://", "postgres://")) or bool(_DSN_KEYWORD.search(value))
 
 
 def _is_var_value(value: object) -> bool:
@@ -182,11 +232,13 @@ class _Loader:
         top = self.config.read(_TOP_KEYS)
         if top is None:
             return None
-        server = self._server(top)
+        store_table = top.table("store", _STORE_KEYS)
+        server = self._server(top, store_table)
+        store = self._store(store_table, server) if store_table and server is not None else None
         accounts = [self._account(p, item) for p, item in top.items("accounts")]
         workers = [self._worker(p, item) for p, item in top.items("workers")]
         declared = [self._queue(p, item) for p, item in top.items("queues")]
-        if self.problems or server is None:
+        if self.problems or server is None or store is None:
             return None
         queues = {(q.account, q.name): q for q in declared if q is not None}
         for w in workers:
@@ -198,13 +250,14 @@ class _Loader:
         return Config(
             path=self.config.path,
             server=server,
+            store=store,
             workers=tuple(w for w in workers if w is not None),
             queues=tuple(queues[key] for key in sorted(queues)),
             accounts=tuple(a for a in accounts if a is not None),
             warnings=tuple(self.warnings),
         )
 
-    def _server(self, top: Table) -> ServerConfig | None:
+    def _server(self, top: Table, store: Table | None) -> ServerConfig | None:
         s = top.table("server", _SERVER_KEYS)
         if s is None:
             return None
@@ -216,17 +269,90 @@ class _Loader:
         elif not top.get("accounts") and not is_loopback(host_port[0]):
             what = "a loopback address when no [[accounts]] are configured"
             s.expected("listen", f"{what} (ocd would serve its API without authentication)", listen)
+        data_dir = self._shared(s, store, "data_dir", bool, "a directory path")
         state_dir = self.environ.get("STATE_DIRECTORY", "").split(":")[0]
-        data_dir = s.text("data_dir", bool, "a directory path") or state_dir or ".ocd"
-        durability = s.text("durability", ("full", "normal").__contains__, '"full" or "normal"')
+        durability = self._shared(
+            s, store, "durability", _DURABILITY.__contains__, '"full" or "normal"'
+        )
         host, port = host_port or ("", 0)
         return ServerConfig(
             host=host,
             port=port,
-            data_dir=absolute_path(self.config.path.parent, data_dir),
+            data_dir=absolute_path(self.config.path.parent, data_dir or state_dir or ".ocd"),
             durability="normal" if durability == "normal" else "full",
             shutdown_timeout_s=s.number("shutdown_timeout", 0, 3600, 30.0),
         )
+
+    def _shared(
+        self, s: Table, store: Table | None, key: str, ok: Callable[[str], object], what: str
+    ) -> str | None:
+        """``key`` of [server], or of [store]; set in both, the two must agree."""
+        value = s.text(key, ok, what)
+        other = store.text(key, ok, what) if store is not None else None
+        if store is None or value is None or other is None:
+            return value or other
+        base = self.config.path.parent
+        same = (
+            absolute_path(base, value) == absolute_path(base, other)
+            if key == "data_dir"
+            else value == other
+        )
+        if not same:
+            store.expected(key, f'the same value as {s.key_path(key)} ("{value}")', other)
+        return value
+
+    def _store(self, st: Table, server: ServerConfig) -> StoreConfig | None:
+        # _server has read data_dir and durability from here too, and checked they agree.
+        backend = st.get("backend", "sqlite")
+        if backend not in ("sqlite", "postgres"):
+            st.expected("backend", '"sqlite" or "postgres"', backend)
+            return None
+        heartbeat = st.number("node_heartbeat", 1, 3600, 15.0)  # sqlite: accepted, unused
+        if backend == "sqlite":
+            for key in ("dsn", "dsn_env", "pool_size"):
+                if key in st:
+                    st.problem(key, 'only for backend = "postgres"')
+            return StoreConfig(
+                server.data_dir, "sqlite", None, None, 10, heartbeat, server.durability
+            )
+        if "data_dir" in st:  # the database lives on the PostgreSQL server
+            st.problem("data_dir", 'only for backend = "sqlite"')
+        dsn, dsn_env = self._dsn(st)
+        pool_size = st.integer("pool_size", 1, 100, 10)
+        return StoreConfig(
+            server.data_dir, "postgres", dsn, dsn_env, pool_size, heartbeat, server.durability
+        )
+
+    def _dsn(self, st: Table) -> tuple[str | None, str | None]:
+        """(dsn, dsn_env), the DSN read from the environment if so configured; never shown whole."""
+        if "dsn" in st and "dsn_env" in st:
+            st.problem("dsn_env", 'expected one of "dsn" or "dsn_env", got both')
+            return None, None
+        if "dsn" in st:
+            dsn = st.get("dsn")
+            if isinstance(dsn, str) and _is_dsn(dsn):
+                return dsn, None
+            st.expected("dsn", _DSN, redact_dsn(dsn) if isinstance(dsn, str) else dsn)
+            return None, None
+        if "dsn_env" not in st:
+            message = 'missing required key "dsn" (or "dsn_env") for backend = "postgres"'
+            self.config.problem(st.path, message)
+            return None, None
+        what = f"an environment variable {_IDENTIFIER_NAME}"
+        name = st.text("dsn_env", _IDENTIFIER.fullmatch, what)
+        if name is None:
+            return None, None
+        value = self.environ.get(name, "")
+        if not value:
+            unset = "empty" if name in self.environ else "not set"
+            st.problem("dsn_env", f'environment variable "{name}" is {unset}')
+            return None, name
+        if not _is_dsn(value):
+            st.expected(
+                "dsn_env", f'environment variable "{name}" to hold {_DSN}', redact_dsn(value)
+            )
+            return None, name
+        return value, name
 
     def _account(self, path: str, item: object) -> AccountConfig | None:
         a = self.config.table(item, path, _ACCOUNT_KEYS, required=_ACCOUNT_KEYS)

@@ -16,8 +16,10 @@ from ocd.config import (
     ProducerConfig,
     QueueConfig,
     ServerConfig,
+    StoreConfig,
     WorkerConfig,
     load_config,
+    redact_dsn,
 )
 from ocd.errors import ConfigError
 
@@ -164,6 +166,7 @@ def test_empty_config_uses_defaults(root: Path) -> None:
     config = load(root, "")
     assert config.server == ServerConfig("127.0.0.1", 8787, root / ".ocd", "full", 30.0)
     assert config.server.listen == DEFAULT_LISTEN
+    assert config.store == StoreConfig(root / ".ocd")
     assert (config.workers, config.queues, config.accounts) == ((), (), ())
 
 
@@ -671,6 +674,158 @@ def test_producer_bindings_are_unique_identifiers(root: Path) -> None:
          'got "my-queue"'),
         (f"{path}[4].queue", 'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "no/slashes"'),
     ]  # fmt: skip
+
+
+# --- [store] ---------------------------------------------------------------------------------
+
+DSN = "postgresql://ocd:s3cret@db.internal/ocd"
+POSTGRES = "[store]\nbackend = 'postgres'\n"
+
+
+def test_store_defaults_to_sqlite_mirroring_server(root: Path) -> None:
+    config = load(root, "[server]\ndata_dir = 'state'\ndurability = 'normal'\n")
+    assert config.store == StoreConfig(root / "state", durability="normal")
+    assert (config.store.backend, config.store.dsn, config.store.pool_size) == ("sqlite", None, 10)
+    assert config.store.node_heartbeat_s == 15.0
+
+
+def test_sqlite_settings_may_be_given_under_store(root: Path) -> None:
+    config = load(root, "[store]\ndata_dir = 'state'\ndurability = 'normal'\nnode_heartbeat = 5\n")
+    assert config.store == StoreConfig(
+        root / "state", "sqlite", node_heartbeat_s=5.0, durability="normal"
+    )
+    assert (config.server.data_dir, config.server.durability) == (root / "state", "normal")
+
+
+def test_data_dir_in_server_and_store_must_agree(root: Path) -> None:
+    same = "[server]\ndata_dir = 'state'\n[store]\ndata_dir = './state/'\n"
+    assert load(root, same).store.data_dir == root / "state"
+    text = """
+    [server]
+    data_dir = "state"
+    durability = "full"
+    [store]
+    data_dir = "other"
+    durability = "normal"
+    """
+    assert problems(root, text) == [
+        ("store.data_dir", 'expected the same value as server.data_dir ("state"), got "other"'),
+        ("store.durability", 'expected the same value as server.durability ("full"), got "normal"'),
+    ]
+
+
+def test_postgres_with_dsn(root: Path) -> None:
+    text = POSTGRES + f'dsn = "{DSN}"\npool_size = 20\nnode_heartbeat = 30\ndurability = "normal"\n'
+    config = load(root, text)
+    assert config.store == StoreConfig(root / ".ocd", "postgres", DSN, None, 20, 30.0, "normal")
+    assert config.server.durability == "normal"
+    assert "s3cret" not in repr(config.store)
+
+
+@pytest.mark.parametrize("dsn", ["postgres://db/ocd", "host=db dbname=ocd", "dbname = ocd"])
+def test_postgres_dsn_forms(root: Path, dsn: str) -> None:
+    assert load(root, POSTGRES + f'dsn = "{dsn}"\n').store.dsn == dsn
+
+
+def test_postgres_dsn_from_the_environment(root: Path) -> None:
+    config = load(root, POSTGRES + 'dsn_env = "OCD_DATABASE_URL"\n', OCD_DATABASE_URL=DSN)
+    assert (config.store.dsn, config.store.dsn_env) == (DSN, "OCD_DATABASE_URL")
+
+
+def test_dsn_env_is_read_from_the_process_environment_by_default(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OCD_DATABASE_URL", DSN)
+    config = load_config(write(root / "ocd.toml", POSTGRES + 'dsn_env = "OCD_DATABASE_URL"\n'))
+    assert config.store.dsn == DSN
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({}, 'environment variable "OCD_DATABASE_URL" is not set'),
+        ({"OCD_DATABASE_URL": ""}, 'environment variable "OCD_DATABASE_URL" is empty'),
+        ({"OCD_DATABASE_URL": "mysql://ocd:s3cret@db/ocd"},
+         'expected environment variable "OCD_DATABASE_URL" to hold a PostgreSQL connection string'
+         ' ("postgresql://..." or "host=... dbname=..."), got "mysql://ocd:***@db/ocd"'),
+    ],
+)  # fmt: skip
+def test_dsn_env_must_name_a_set_variable_holding_a_dsn(
+    root: Path, environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(root, POSTGRES + 'dsn_env = "OCD_DATABASE_URL"\n', **environ)
+    [problem] = info.value.problems
+    assert (problem.file, problem.key_path, problem.message) == (
+        root / "ocd.toml",
+        "store.dsn_env",
+        message,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "key_path", "message"),
+    [
+        (POSTGRES, "store", 'missing required key "dsn" (or "dsn_env") for backend = "postgres"'),
+        (POSTGRES + f"dsn = '{DSN}'\ndsn_env = 'URL'", "store.dsn_env",
+         'expected one of "dsn" or "dsn_env", got both'),
+        (POSTGRES + "dsn = 'mysql://ocd:s3cret@db/ocd'", "store.dsn",
+         'expected a PostgreSQL connection string ("postgresql://..." or "host=... dbname=..."),'
+         ' got "mysql://ocd:***@db/ocd"'),
+        (POSTGRES + "dsn = 'user=ocd password=s3cret'", "store.dsn",
+         'expected a PostgreSQL connection string ("postgresql://..." or "host=... dbname=..."),'
+         ' got "user=ocd password=***"'),
+        (POSTGRES + "dsn_env = 'ocd-url'", "store.dsn_env",
+         'expected an environment variable name matching [A-Za-z_][A-Za-z0-9_]*, got "ocd-url"'),
+        (POSTGRES + f"dsn = '{DSN}'\npool_size = 101", "store.pool_size",
+         "expected an integer 1..100, got 101"),
+        (POSTGRES + f"dsn = '{DSN}'\ndata_dir = 'state'", "store.data_dir",
+         'only for backend = "sqlite"'),
+        ("[store]\nnode_heartbeat = 0", "store.node_heartbeat",
+         "expected a number 1..3600, got 0"),
+        ("[store]\ndurability = 'fast'", "store.durability",
+         'expected "full" or "normal", got "fast"'),
+        ("[store]\nbackend = 'mysql'", "store.backend",
+         'expected "sqlite" or "postgres", got "mysql"'),
+        ("[store]\nbackend = 'postgresql'", "store.backend",
+         'expected "sqlite" or "postgres", got "postgresql"'),
+        ("[store]\nhost = 'db'", "store.host", 'unknown key "host"'),
+        ("store = 'sqlite'", "store", 'expected a table, got "sqlite"'),
+    ],
+)  # fmt: skip
+def test_store_rules(root: Path, text: str, key_path: str, message: str) -> None:
+    assert problems(root, text) == [(key_path, message)]
+
+
+def test_postgres_settings_are_errors_for_sqlite(root: Path) -> None:
+    text = f"[store]\ndsn = '{DSN}'\ndsn_env = 'URL'\npool_size = 5\n"
+    assert problems(root, text) == [
+        (f"store.{key}", 'only for backend = "postgres"') for key in ("dsn", "dsn_env", "pool_size")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("dsn", "redacted"),
+    [
+        ("postgresql://ocd:s3cret@db.internal/ocd", "postgresql://ocd:***@db.internal/ocd"),
+        ("postgres://ocd:p@ss/word@db:5432/ocd?sslmode=require",
+         "postgres://ocd:***@db:5432/ocd?sslmode=require"),
+        ("postgresql://ocd@db/ocd?sslmode=require&password=s3cret",
+         "postgresql://ocd@db/ocd?sslmode=require&password=***"),
+        ("postgresql://db.internal:5432/ocd", "postgresql://db.internal:5432/ocd"),
+        ("host=db user=ocd password=s3cret dbname=ocd", "host=db user=ocd password=*** dbname=ocd"),
+        ("host=db password = 'it\\'s secret' dbname=ocd", "host=db password = *** dbname=ocd"),
+        ("password=s3cret host=db", "password=*** host=db"),
+        ("host=db dbname=ocd", "host=db dbname=ocd"),
+    ],
+)  # fmt: skip
+def test_redact_dsn_hides_passwords(dsn: str, redacted: str) -> None:
+    assert redact_dsn(dsn) == redacted
+    assert StoreConfig(Path("."), "postgres", dsn).dsn_redacted == redacted
+
+
+def test_dsn_redacted_is_none_without_a_dsn() -> None:
+    assert StoreConfig(Path(".")).dsn_redacted is None
 
 
 # --- wrangler files --------------------------------------------------------------------------

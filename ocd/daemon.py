@@ -24,7 +24,7 @@ from ocd.api.context import ApiContext
 from ocd.clock import Clock, wall_ms
 from ocd.config import Config, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
-from ocd.errors import ConfigError, OcdError, WorkerLoadErrors
+from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
 from ocd.http.ops import OpsRoutes
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
@@ -32,7 +32,7 @@ from ocd.metrics import Metrics
 from ocd.notify import Notifier
 from ocd.producer import Producer
 from ocd.pull import PullService
-from ocd.store import QueueSettings, SqliteStore, Store
+from ocd.store import QueueSettings, Store, make_store
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +72,17 @@ class Daemon:
     _retiring: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        server = self.config.server
-        store = SqliteStore(server.data_dir, server.durability)
-        store.on_commit = self.metrics.committed
-        self.store = store
+        sc = self.config.store
+        self.store = make_store(
+            sc.backend,
+            data_dir=sc.data_dir,
+            durability=sc.durability,
+            dsn=sc.dsn,
+            pool_size=sc.pool_size,
+            node_heartbeat_s=sc.node_heartbeat_s,
+        )
+        if hasattr(self.store, "on_commit"):  # the backend reports its group commits
+            self.store.on_commit = self.metrics.committed
         self.producer = Producer(self.store, self.clock, self.metrics)
 
     # ---------------------------------------------------------------- start
@@ -200,7 +207,7 @@ class Daemon:
             ", ".join(w.config.name for w in self.workers) or "none",
             ", ".join(q.name for q in self.store.queues()) or "none",
             ", ".join(consumers) or "none",
-            cfg.server.data_dir / "scheduler.sqlite",
+            self.store.where,
             extra={
                 "event": "started",
                 "listen": f"{shown}:{self.port}",
@@ -233,7 +240,12 @@ class Daemon:
 
     async def _retention_loop(self) -> None:
         while True:
-            for account, queue, n in await self.store.expire(self.clock()):
+            try:
+                expired = await self.store.expire(self.clock())
+            except StoreError as e:  # the database is away: the next sweep tries again
+                log.warning("retention sweep failed: %s", e, extra={"event": "sweep_failed"})
+                expired = []
+            for account, queue, n in expired:
                 self.metrics.expired.labels(account, queue).inc(n)
                 log.info(
                     "queue %s: %d message(s) expired (retention period)",
@@ -343,6 +355,13 @@ class Daemon:
                     "server.%s changed: it takes effect at the next restart",
                     setting,
                     extra={"event": "reload_needs_restart", "key": f"server.{setting}"},
+                )
+        for setting in ("backend", "dsn", "pool_size", "node_heartbeat_s"):
+            if getattr(old.store, setting) != getattr(config.store, setting):
+                log.warning(
+                    "store.%s changed: it takes effect at the next restart",
+                    setting,
+                    extra={"event": "reload_needs_restart", "key": f"store.{setting}"},
                 )
         self.config = config
         await self._ensure_queues()

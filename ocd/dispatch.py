@@ -14,14 +14,16 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ocd import codec
 from ocd.clock import Clock, wall_ms
 from ocd.decide import decide, exhausted
+from ocd.errors import StoreError, StoreUnavailable
 from ocd.metrics import Metrics
 from ocd.producer import metrics_dict
 from ocd.store import DeadLetter, Delivery, QueueRecord, Retry, Store
@@ -32,8 +34,27 @@ log = logging.getLogger(__name__)
 AUTOSCALE_CAP = 10  # concurrent batches per consumer when max_concurrency is unset
 LEASE_GRACE_MS = 60_000
 IDLE_RECHECK_S = 30.0  # fallback re-check when nothing wakes us (clock jumps, missed notify)
+RACE_RECHECK_S = 0.05  # re-check after another node claimed what we saw ready
+CAPPED_RECHECK_S = 1.0  # re-check of a consumer whose max_concurrency other nodes fill
+PERSIST_FOR_S = 300.0  # how long a batch's outcome is retried while the database is away
 
 QueueCall = Callable[[MessageBatch, ExecutionContext], Awaitable[Any]]
+T = TypeVar("T")
+
+
+class _Backoff:
+    """0.1 s, doubling to 5 s, with jitter so that nodes do not retry in step."""
+
+    def __init__(self) -> None:
+        self._delay = 0.1
+
+    def next(self) -> float:
+        delay = self._delay * random.uniform(0.5, 1.0)
+        self._delay = min(self._delay * 2, 5.0)
+        return delay
+
+    def reset(self) -> None:
+        self._delay = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,21 +96,42 @@ class Dispatcher:
     # ---------------------------------------------------------------- the loop
 
     async def run(self) -> None:
-        p = self.policy
+        """Dispatch until stopped. While the database is unavailable, dispatch pauses and
+        tries again with backoff instead of ending (the daemon keeps serving)."""
+        backoff = _Backoff()
         while not self._stopping:
+            try:
+                await self._turn()
+            except StoreError as e:
+                delay = backoff.next()
+                log.warning(
+                    "queue %s: dispatch paused for %.1f s: %s",
+                    self.policy.queue,
+                    delay,
+                    e,
+                    extra={"event": "dispatch_paused", "queue": self.policy.queue},
+                )
+                await self._sleep(None, delay)
+            else:
+                backoff.reset()
+
+    async def _turn(self) -> None:
+        """One look at the queue: start a batch, or sleep until something may be due."""
+        p = self.policy
+        if not self._stopping:
             self._changed.clear()
             q = self.store.queue(p.queue, p.account)
             if q is None:
                 await self._sleep(None, IDLE_RECHECK_S)
-                continue
+                return
             woken = self.store.watch(q)
             if q.settings.delivery_paused:
                 await self._sleep(woken, IDLE_RECHECK_S)
-                continue
+                return
             cap = p.max_concurrency or AUTOSCALE_CAP
             if len(self._inflight) >= cap:
                 await self._sleep(None, IDLE_RECHECK_S)
-                continue
+                return
             now = self.clock()
             ready = await self.store.ready(q, now, p.max_batch_size)
             full = ready.count >= p.max_batch_size
@@ -109,8 +151,12 @@ class Dispatcher:
             if not go:
                 wait_s = IDLE_RECHECK_S if due is None else max(0.0, (due - now) / 1000)
                 await self._sleep(woken, min(wait_s, IDLE_RECHECK_S))
-                continue
-            await self._claim_and_start(q, now)
+                return
+            if not await self._claim_and_start(q, now):
+                # Another node took the batch, or (capped) holds every slot: their settles
+                # wake us, but a node that dies wakes no one, so also look again soon.
+                capped = p.max_concurrency is not None
+                await self._sleep(woken, CAPPED_RECHECK_S if capped else RACE_RECHECK_S)
 
     async def _sleep(self, woken: asyncio.Event | None, timeout_s: float) -> None:
         waits = [asyncio.ensure_future(self._changed.wait())]
@@ -122,7 +168,8 @@ class Dispatcher:
             for w in waits:
                 w.cancel()
 
-    async def _claim_and_start(self, q: QueueRecord, now: int) -> None:
+    async def _claim_and_start(self, q: QueueRecord, now: int) -> bool:
+        """Claim a batch and start it; whether there was one."""
         p = self.policy
         lease_until = now + int(p.handler_timeout_s * 1000) + LEASE_GRACE_MS
         claimed = await self.store.claim(
@@ -139,12 +186,35 @@ class Dispatcher:
         if claimed.exhausted and self.metrics is not None:
             self.metrics.dead_lettered.labels(q.account, q.name).inc(len(claimed.exhausted))
         if not claimed.deliveries:
-            return
+            return bool(claimed.exhausted)
         task = asyncio.create_task(
             self._batch(q, claimed.deliveries), name=f"ocd-batch-{self.worker}-{q.name}"
         )
         self._inflight.add(task)
         task.add_done_callback(self._finished)
+        return True
+
+    async def _persist(self, op: Callable[[], Awaitable[T]]) -> T:
+        """Run a settle or release, trying again while the database is unavailable: the
+        handler's verdict is kept rather than left for the lease to lapse (which would
+        deliver acked messages again)."""
+        backoff = _Backoff()
+        deadline = time.monotonic() + PERSIST_FOR_S
+        while True:
+            try:
+                return await op()
+            except StoreUnavailable as e:
+                if time.monotonic() > deadline:
+                    raise
+                delay = backoff.next()
+                log.warning(
+                    "queue %s: could not record a batch's outcome, retrying in %.1f s: %s",
+                    self.policy.queue,
+                    delay,
+                    e,
+                    extra={"event": "settle_retrying", "queue": self.policy.queue},
+                )
+                await asyncio.sleep(delay)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
@@ -179,7 +249,9 @@ class Dispatcher:
         outcome = await self._invoke(batch, started)
         if outcome == "aborted":
             released = await asyncio.shield(
-                self.store.release(q, [d.seq for d in deliveries], self.clock())
+                self._persist(
+                    lambda: self.store.release(q, [d.seq for d in deliveries], self.clock())
+                )
             )
             log.info(
                 "queue %s: returned %d unfinished message(s) at shutdown",
@@ -202,8 +274,11 @@ class Dispatcher:
                 dead.append(d)
             else:
                 retries.append(Retry(d.seq, now + delay_s * 1000))
+        seqs = [d.seq for d in dead]
         settled = await asyncio.shield(
-            self.store.settle(q, acks, retries, [d.seq for d in dead], self._dead_letter(), now)
+            self._persist(
+                lambda: self.store.settle(q, acks, retries, seqs, self._dead_letter(), now)
+            )
         )
         for d in dead:
             self._log_dead(q, d.id, d.attempts)

@@ -9,6 +9,8 @@ from typing import Any
 
 from aiohttp import web
 
+from ocd.errors import QueueNotFound, StoreFull, StoreUnavailable
+
 log = logging.getLogger(__name__)
 
 # Cloudflare's codes where one is known (reference 1.5, and the REST API's 10000 / 11xxx);
@@ -20,6 +22,8 @@ BODY_INVALID = 10207
 BODY_MALFORMED = 10208
 QUEUE_DISABLED = 10252
 INTERNAL = 15000
+STORE_UNAVAILABLE = 15001  # ocd's own: the queue database cannot be reached now; retry
+STORAGE_FULL = 10251  # QueueStorageLimitExceeded
 QUEUE_NOT_FOUND = 11000
 CONSUMER_NOT_FOUND = 11002  # ocd's own
 CONSUMER_EXISTS = 11004
@@ -92,6 +96,19 @@ def enveloped(handler: Handler) -> Handler:
             return ApiError(405, METHOD_NOT_ALLOWED, "Method not allowed for this route").response()
         except web.HTTPException as e:
             return ApiError(e.status, BODY_INVALID, e.reason).response()
+        except QueueNotFound as e:  # deleted meanwhile, perhaps on another node
+            return ApiError(404, QUEUE_NOT_FOUND, f"Queue not found: {e.queue}").response()
+        except StoreUnavailable as e:
+            log.warning("API request %s %s: %s", request.method, request.path, e)
+            response = ApiError(
+                503, STORE_UNAVAILABLE, "the queue database is unavailable; try again shortly"
+            ).response()
+            response.headers["Retry-After"] = "1"
+            return response
+        except StoreFull:
+            return ApiError(
+                507, STORAGE_FULL, "the queue database is full: purge or drain queues"
+            ).response()
         except Exception:
             log.exception(
                 "API request %s %s failed",

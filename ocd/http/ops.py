@@ -53,10 +53,13 @@ class OpsRoutes:
         return web.json_response({"ok": True})
 
     async def readyz(self, request: web.Request) -> web.Response:
-        """Ready: database open, workers loaded; 503 while starting, reloading or draining."""
+        """Ready: database open and answering, workers loaded; 503 while starting,
+        reloading or draining, or while the database cannot be reached."""
         state = self.source.state
-        ready = state == "ready"
-        return web.json_response({"ready": ready, "state": state}, status=200 if ready else 503)
+        database = self.source.store.available()
+        ready = state == "ready" and database
+        body = {"ready": ready, "state": state, "database": "ok" if database else "unavailable"}
+        return web.json_response(body, status=200 if ready else 503)
 
     async def status(self, request: web.Request) -> web.Response:
         if not self._allowed(request):

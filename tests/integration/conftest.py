@@ -12,6 +12,7 @@ import pytest
 
 from ocd.config import load_config
 from ocd.daemon import Daemon, load_workers
+from tests.pg import store_config_toml
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 
@@ -49,7 +50,14 @@ class Running:
 
 
 @pytest.fixture
-async def start_daemon(tmp_path):
+def store_section(request, store_backend) -> str:
+    """The ``[store]`` section for the backend under test (``$OCD_TEST_STORE``)."""
+    dsn = request.getfixturevalue("pg_dsn") if store_backend == "postgres" else None
+    return store_config_toml(store_backend, dsn)
+
+
+@pytest.fixture
+async def start_daemon(tmp_path, store_section):
     """``await start_daemon(consumers=..., queues=..., worker_extra=...)`` -> Running."""
     started: list[Running] = []
     session = aiohttp.ClientSession()
@@ -69,6 +77,8 @@ async def start_daemon(tmp_path):
 listen = "127.0.0.1:0"
 data_dir = "data"
 shutdown_timeout = 5
+
+{store_section}
 
 [[workers]]
 name = "app"

@@ -138,7 +138,12 @@ async def test_queue_delivery_delay_applies_and_explicit_zero_overrides(start_da
     await d.send({"n": "zero"}, delaySeconds=0)
     rows = await eventually(lambda: d.records("jobs"))
     assert [r["body"]["n"] for r in rows] == ["zero"]
-    assert (await d.metrics())["backlogCount"] == 1  # the delayed one waits, stored
+
+    async def one_left() -> bool:  # once the delivered one's ack is committed
+        return (await d.metrics())["backlogCount"] == 1
+
+    await eventually(one_left)  # the delayed one waits, stored
+    assert [r["body"]["n"] for r in d.records("jobs")] == ["zero"]
 
 
 async def test_paused_queue_stores_but_does_not_deliver(start_daemon):

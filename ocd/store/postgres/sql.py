@@ -179,20 +179,20 @@ SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes
 
 BACKLOGS_AND_NOTIFY = """
 SELECT q,
-       (SELECT coalesce(sum(count), 0) FROM ocd_counts WHERE queue = q),
-       (SELECT coalesce(sum(bytes), 0) FROM ocd_counts WHERE queue = q),
+       (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = q),
+       (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = q),
        (SELECT min(sent_ms) FROM ocd_messages WHERE queue = q),
        pg_notify('ocd_q_' || q, '')
 FROM unnest($1::bigint[]) AS q
 """
 
 BACKLOG = """
-SELECT (SELECT coalesce(sum(count), 0) FROM ocd_counts WHERE queue = $1),
-       (SELECT coalesce(sum(bytes), 0) FROM ocd_counts WHERE queue = $1),
+SELECT (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = $1),
+       (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = $1),
        (SELECT min(sent_ms) FROM ocd_messages WHERE queue = $1)
 """
 
-ALL_COUNTS = "SELECT queue, sum(count) FROM ocd_counts GROUP BY queue"
+ALL_COUNTS = "SELECT queue, sum(count)::bigint FROM ocd_counts GROUP BY queue"
 
 READY = """
 SELECT

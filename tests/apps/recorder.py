@@ -105,10 +105,16 @@ class Default(WorkerEntrypoint):
         global INFLIGHT, MAX_INFLIGHT
         INFLIGHT += 1
         MAX_INFLIGHT = max(MAX_INFLIGHT, INFLIGHT)
+        started = time.time()
         try:
             await self._consume(batch, ctx)
         finally:
             INFLIGHT -= 1
+            spans = getattr(self.env, "SPANS", None)
+            if spans:  # when each batch ran, for limits that hold across processes
+                span = {"pid": os.getpid(), "start": started, "end": time.time()}
+                with open(spans, "a") as f:
+                    f.write(json.dumps(span) + "\n")
 
     async def _consume(self, batch, ctx):
         global GATE

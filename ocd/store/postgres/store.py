@@ -571,7 +571,9 @@ class PostgresStore:
                     sql.RETRY, queue.key, [r.seq for r in retries], [r.visible_ms for r in retries]
                 )
                 retried = _rowcount(status)
-                await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+            # Retried messages may be ready, and a lease is gone: a capped consumer on
+            # another node may start its next batch.
+            await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
             moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
         if acked:
             self._counts[queue.key] = max(self._counts.get(queue.key, 0) - acked, 0)

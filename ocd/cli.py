@@ -103,6 +103,23 @@ def _parser() -> argparse.ArgumentParser:
     restore = sub.add_parser("restore", help="put a backup in place (ocd must be stopped)")
     config_arg(restore)
     restore.add_argument("--from", dest="source", required=True, type=Path, metavar="FILE")
+    migrate = sub.add_parser(
+        "migrate-store",
+        help="copy a stopped SQLite node's queues and messages into PostgreSQL",
+    )
+    migrate.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="CONFIG_OR_PATH",
+        help="the SQLite node's config file, data directory or scheduler.sqlite",
+    )
+    migrate.add_argument(
+        "--to", dest="dsn", required=True, metavar="DSN", help="postgresql://user@host/db"
+    )
+    migrate.add_argument(
+        "--force", action="store_true", help="replace what the target database already holds"
+    )
     cli_queues.add_parsers(sub)
     return parser
 
@@ -134,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command == "status":
         return cli_ops.status(args.url, args.json)
+    if args.command == "migrate-store":
+        setup_logging("warning", "text")
+        return cli_ops.migrate_store(args.source, args.dsn, args.force)
     setup_logging(args.log_level, args.log_format)
     if args.command in ("backup", "restore"):
         try:

@@ -109,7 +109,17 @@ def _table(rows: list[list[Any]]) -> None:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
+_PG_TOOLS = (
+    "this config's store is PostgreSQL ({dsn}); back it up and restore it with PostgreSQL's "
+    "own tools: pg_dump / pg_restore for copies, streaming replication or PITR for a "
+    "standby. ocd backup and ocd restore copy SQLite data directories only"
+)
+
+
 def run_backup(config: Config, dest: Path) -> int:
+    if config.store.backend != "sqlite":
+        print(f"ocd: {_PG_TOOLS.format(dsn=config.store.dsn_redacted)}", file=sys.stderr)
+        return 2
     try:
         size = backup(config.server.data_dir, dest)
     except StoreError as e:
@@ -120,10 +130,52 @@ def run_backup(config: Config, dest: Path) -> int:
 
 
 def run_restore(config: Config, src: Path) -> int:
+    if config.store.backend != "sqlite":
+        print(f"ocd: {_PG_TOOLS.format(dsn=config.store.dsn_redacted)}", file=sys.stderr)
+        return 2
     try:
         restore(src, config.server.data_dir)
     except StoreError as e:
         print(f"ocd: {e}", file=sys.stderr)
         return 1
     print(f"restored {src} into {config.server.data_dir}; start ocd to use it")
+    return 0
+
+
+def migrate_store(source: str, dsn: str, force: bool) -> int:
+    """``ocd migrate-store``: copy a stopped SQLite node into PostgreSQL."""
+    from ocd.clock import wall_ms
+    from ocd.config import load_config, redact_dsn
+    from ocd.errors import ConfigError, OcdError
+    from ocd.store.sqlite.store import DB_NAME
+    from ocd.store.transfer import sqlite_to_postgres
+
+    path = Path(source)
+    if path.is_file() and path.name == DB_NAME:
+        data_dir = path.parent
+    elif path.is_dir():
+        data_dir = path
+    elif path.is_file():
+        try:
+            config = load_config(path)
+        except ConfigError as e:
+            print(f"ocd: {e}", file=sys.stderr)
+            return 2
+        if config.store.backend != "sqlite":
+            print(f"ocd: {path} does not use the SQLite store", file=sys.stderr)
+            return 2
+        data_dir = config.store.data_dir
+    else:
+        print(f"ocd: {source}: no such config file, data directory or database", file=sys.stderr)
+        return 2
+    try:
+        copied = asyncio.run(sqlite_to_postgres(data_dir, dsn, wall_ms(), force))
+    except OcdError as e:
+        print(f"ocd: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"copied {copied.queues} queue(s), {copied.consumers} pull consumer(s) and "
+        f"{copied.messages} message(s) from {data_dir / DB_NAME} to {redact_dsn(dsn)}; "
+        "point the nodes' [store] at it and start them"
+    )
     return 0

@@ -1,0 +1,41 @@
+"""A backend-neutral picture of a whole store, for moving one backend's data to another
+(``ocd migrate-store``): one backend's exporter makes a ``Dump``, another's loader takes it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ocd.store.base import PullConsumer, QueueRecord
+
+
+class StoredMessage(NamedTuple):
+    """One message as stored, with its queue named by ``queue_id`` (keys differ by backend).
+    A lease is not carried over: a message leased when the data was exported keeps its
+    ``visible_ms`` (the lease deadline) and so comes back when that lease would have lapsed."""
+
+    seq: int  # kept, so that pull lease ids and peek refs issued before stay valid
+    queue_id: str
+    id: str
+    content_type: str
+    body: bytes
+    sent_ms: int
+    visible_ms: int
+    attempts: int
+
+
+@dataclass
+class Dump:
+    queues: list[QueueRecord]
+    consumers: list[tuple[str, PullConsumer]]  # (queue_id, consumer)
+    secrets: dict[str, bytes]
+    message_count: int
+    messages: Iterator[list[StoredMessage]] = field(default_factory=lambda: iter(()))
+
+
+@dataclass(frozen=True, slots=True)
+class Copied:
+    queues: int
+    consumers: int
+    messages: int

@@ -127,8 +127,9 @@ class Binding:
         self._account = account
         self._lookup: Callable[[], QueueRecord | None] = lambda: producer.store.queue(name, account)
 
-    def _queue(self) -> QueueRecord:
-        q = self._lookup()
+    async def _queue(self) -> QueueRecord:
+        # The catalogue first (no await on the hot path); the database only on a miss.
+        q = self._lookup() or await self._producer.store.lookup(self._name, self._account)
         if q is None:
             raise QueueNotFound(self._name)
         return q
@@ -136,8 +137,8 @@ class Binding:
     async def send_batch(
         self, items: Sequence[tuple[Any, Any, Any]], batch_delay: Any
     ) -> dict[str, Any]:
-        backlog = await self._producer.send(self._queue(), items, batch_delay)
+        backlog = await self._producer.send(await self._queue(), items, batch_delay)
         return metrics_dict(backlog)
 
     async def metrics(self) -> dict[str, Any]:
-        return metrics_dict(await self._producer.store.backlog(self._queue()))
+        return metrics_dict(await self._producer.store.backlog(await self._queue()))

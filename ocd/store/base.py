@@ -206,6 +206,13 @@ class Store(Protocol):
 
     def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None: ...
 
+    async def lookup(self, name: str, account: str = "local") -> QueueRecord | None:
+        """``queue(name, account)``, asking the database when the catalogue does not know
+        the name yet: a queue created on another node a moment ago is found at once."""
+
+    async def lookup_by_id(self, queue_id: str) -> QueueRecord | None:
+        """``queue_by_id``, asking the database on a miss, as ``lookup`` does."""
+
     # ------------------------------------------------------------ administration
 
     async def create_queue(

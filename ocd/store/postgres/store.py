@@ -381,6 +381,28 @@ class PostgresStore:
     def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None:
         return self._consumers.get(queue.key)
 
+    async def lookup(self, name: str, account: str = "local") -> QueueRecord | None:
+        found = self._queues.get((account, name))
+        if found is None:
+            async with self._db("read queue") as c:
+                row = await c.fetchrow(sql.SELECT_QUEUE, account, name)
+            if row is not None:
+                found = _queue_from_row(row)
+                self._remember(found)
+                self._catalogue_dirty.set()  # its consumer too, and anything else missed
+        return found
+
+    async def lookup_by_id(self, queue_id: str) -> QueueRecord | None:
+        found = self._by_id.get(queue_id)
+        if found is None and len(queue_id) == 32:
+            async with self._db("read queue") as c:
+                row = await c.fetchrow(sql.SELECT_QUEUES + " WHERE queue_id = $1", queue_id)
+            if row is not None:
+                found = _queue_from_row(row)
+                self._remember(found)
+                self._catalogue_dirty.set()
+        return found
+
     # ---------------------------------------------------------------- administration
 
     async def _durable(self, c: asyncpg.Connection) -> None:

@@ -353,6 +353,12 @@ class SqliteStore:
     def queue(self, name: str, account: str = "local") -> QueueRecord | None:
         return self._queues.get((account, name))
 
+    async def lookup(self, name: str, account: str = "local") -> QueueRecord | None:
+        return self._queues.get((account, name))  # one node: the catalogue is the truth
+
+    async def lookup_by_id(self, queue_id: str) -> QueueRecord | None:
+        return self._by_id.get(queue_id)
+
     async def create_queue(
         self, name: str, account: str, settings: QueueSettings, now_ms: int
     ) -> QueueRecord:

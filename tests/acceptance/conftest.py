@@ -14,6 +14,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import wait_sync
+from tests.pg import store_config_toml
+
+STORE_SECTION_ENV = "OCD_TEST_STORE_SECTION"
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 REPO = Path(__file__).resolve().parents[2]
@@ -129,8 +132,18 @@ def ocd_processes():
         p.close()
 
 
+@pytest.fixture(autouse=True)
+def _daemons_store(request, store_backend, monkeypatch):
+    """With ``OCD_TEST_STORE=postgres``, every daemon ``recorder_config`` writes uses a
+    database of the test's own; tests of SQLite's own files are marked ``sqlite_only``."""
+    if store_backend == "postgres" and "sqlite_only" not in request.keywords:
+        section = store_config_toml("postgres", request.getfixturevalue("pg_dsn"))
+        monkeypatch.setenv(STORE_SECTION_ENV, section)
+
+
 def recorder_config(tmp: Path, consumers: str, port: int = 0, extra: str = "") -> Path:
     cfg = tmp / "ocd.toml"
+    store = os.environ.get(STORE_SECTION_ENV, "")
     cfg.write_text(
         f"""
 [server]
@@ -138,6 +151,8 @@ listen = "127.0.0.1:{port}"
 data_dir = "data"
 shutdown_timeout = 5
 {extra}
+
+{store}
 
 [[workers]]
 name = "app"

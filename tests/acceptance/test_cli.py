@@ -6,6 +6,8 @@ import signal
 import socket
 import urllib.request
 
+import pytest
+
 from tests.acceptance.conftest import REPO, recorder_config, run_ocd
 from tests.helpers import wait_sync
 
@@ -106,6 +108,7 @@ def test_port_in_use_exits_3(tmp_path, ocd_processes):
     assert "cannot listen on 127.0.0.1:" in p.log
 
 
+@pytest.mark.sqlite_only
 def test_second_daemon_on_the_same_data_dir_exits_3(tmp_path, ocd_processes):
     first = ocd_processes(recorder_config(tmp_path, CONSUMER))
     first.wait_started()
@@ -115,6 +118,7 @@ def test_second_daemon_on_the_same_data_dir_exits_3(tmp_path, ocd_processes):
     assert first.stop() == 0
 
 
+@pytest.mark.sqlite_only
 def test_unwritable_data_dir_exits_3(tmp_path, ocd_processes):
     blocker = tmp_path / "data"
     blocker.write_text("a file where the data dir should be")

@@ -7,6 +7,8 @@ import signal
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.acceptance.conftest import recorder_config, records, run_ocd
 from tests.helpers import wait_sync
 
@@ -99,6 +101,7 @@ def test_status_shows_queues_and_consumers(tmp_path, ocd_processes):
     assert r.returncode == 1 and "cannot reach ocd" in r.stderr
 
 
+@pytest.mark.sqlite_only
 def test_backup_of_a_live_daemon_then_restore(tmp_path, ocd_processes):
     cfg = recorder_config(tmp_path, "")  # no consumer: messages stay queued
     p = ocd_processes(cfg)

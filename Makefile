@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv run test lint bench clean
+.PHONY: venv run test test-postgres lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The tests that run daemons, on PostgreSQL (a throw-away cluster; see README, Development).
+test-postgres: $(STAMP)
+	OCD_TEST_STORE=postgres $(BIN)/python -m pytest tests/integration tests/acceptance
 
 lint: $(STAMP)
 	$(BIN)/ruff check ocd runtime tests bench examples

@@ -99,7 +99,8 @@ LIVE_NODES = "SELECT count(*) FROM ocd_nodes"
 # spent stays spent, so a message that kills its nodes cannot loop for ever.
 REAP_NODES = """
 WITH dead AS (
-  DELETE FROM ocd_nodes WHERE heartbeat_at < now() - make_interval(secs => $1)
+  DELETE FROM ocd_nodes
+  WHERE heartbeat_at < now() - make_interval(secs => $1) AND node_id <> $3
   RETURNING node_id)
 UPDATE ocd_messages SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
 WHERE owner IN (SELECT node_id FROM dead)

@@ -284,6 +284,7 @@ class PostgresStore:
 
     async def _heartbeat_loop(self) -> None:
         every = max(self.node_heartbeat_s / 3, 0.05)
+        reap_after = 0.0
         while True:
             await asyncio.sleep(every)
             try:
@@ -298,14 +299,18 @@ class PostgresStore:
                         await c.execute(
                             sql.REGISTER_NODE, self.node_id, socket.gethostname(), os.getpid()
                         )
-                await self._reap(int(time.time() * 1000))
+                # After an outage every node's heartbeat looks old: give the others one
+                # heartbeat's time to beat again before taking any of them for dead.
+                if time.monotonic() >= reap_after:
+                    await self._reap(int(time.time() * 1000))
             except StoreError:
+                reap_after = time.monotonic() + self.node_heartbeat_s
                 continue
 
     async def _reap(self, now_ms: int) -> None:
         """Return the PUSH leases of nodes whose heartbeat lapsed."""
         async with self._db("return leases of silent nodes") as c:
-            rows = await c.fetch(sql.REAP_NODES, float(self.node_heartbeat_s), now_ms)
+            rows = await c.fetch(sql.REAP_NODES, float(self.node_heartbeat_s), now_ms, self.node_id)
             keys = {r[0] for r in rows}
             for key in keys:
                 await c.execute(sql.NOTIFY, sql.queue_channel(key))

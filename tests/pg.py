@@ -35,15 +35,14 @@ SUPERUSER = "ocd"
 # initdb and postgres refuse to run as root; this is the account they run as instead.
 SERVER_USER = "postgres"
 HOW_TO_ENABLE = (
-    "install PostgreSQL server binaries (Debian: apt-get install postgresql) "
-    f"or set {DSN_ENV}"
+    f"install PostgreSQL server binaries (Debian: apt-get install postgresql) or set {DSN_ENV}"
 )
 READY_TIMEOUT_S = 30.0
 _DB_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def find_bin_dir() -> Path | None:
-    """The directory holding ``initdb``: ``$OCD_TEST_POSTGRES_BIN``, ``pg_config``, newest Debian."""
+    """The directory holding ``initdb``: ``$OCD_TEST_POSTGRES_BIN``, pg_config, newest Debian."""
     override = os.environ.get(BIN_ENV)
     if override is not None:
         return Path(override) if (Path(override) / "initdb").is_file() else None

@@ -214,7 +214,7 @@ async def test_two_nodes_starting_together_on_an_empty_database_migrate_once(
         n.wait_started()
     conn = await asyncpg.connect(pg_dsn)
     try:
-        assert [r[0] for r in await conn.fetch("SELECT version FROM ocd_schema")] == [1]
+        assert [r[0] for r in await conn.fetch("SELECT version FROM ocd_schema")] == [2]
         assert await conn.fetchval("SELECT count(*) FROM ocd_nodes") == 2
     finally:
         await conn.close()

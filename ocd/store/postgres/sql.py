@@ -2,7 +2,11 @@
 
 Tables carry an ``ocd_`` prefix so that ocd can share a database (or schema) with others.
 Message statements name their queue and look messages up by primary key or by a bounded
-range of ``(queue, visible_ms)`` / ``(queue, sent_ms)``; ``test_query_plans`` pins that.
+range of ``(queue, visible_ms)`` / ``(queue, sent_ms)``; ``tests/store/test_postgres.py``
+pins those plans, on a table with statistics and on one never analysed (a new database, or
+one that filled faster than autovacuum ran). Statements that name messages by seq test
+their queue as ``queue + 0``, which no index serves, so that the planner looks the seqs up
+by primary key instead of walking the queue's index (as SQLite's unary ``+`` does).
 """
 
 SCHEMA_LOCK = 0x6F636421  # advisory lock held while migrating: nodes starting together
@@ -74,6 +78,13 @@ MIGRATIONS: tuple[str, ...] = (
         settings          text   NOT NULL
     );
     CREATE TABLE ocd_meta (key text PRIMARY KEY, value bytea NOT NULL);
+    """,
+    """
+    -- A queue table turns over fast: keep its statistics and its dead rows up with it.
+    ALTER TABLE ocd_messages SET (autovacuum_vacuum_scale_factor = 0.02,
+                                  autovacuum_analyze_scale_factor = 0.02);
+    ALTER TABLE ocd_counts SET (autovacuum_vacuum_scale_factor = 0,
+                                autovacuum_vacuum_threshold = 1000);
     """,
 )
 
@@ -230,7 +241,7 @@ WHERE queue = $1 AND visible_ms > $2 AND lease_kind = 1
 # Deletes by seq, keeping the counts: returns how many and their bytes.
 DELETE_SEQS = """
 WITH d AS (
-  DELETE FROM ocd_messages WHERE queue = $1 AND seq = ANY($2::bigint[]) RETURNING size),
+  DELETE FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1 RETURNING size),
 c AS (
   INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
   SELECT $1, $3, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
@@ -239,11 +250,24 @@ c AS (
 SELECT count(*) FROM d
 """
 
+# An ack-only settle in one statement and one round trip: deletes, counts, and notifies the
+# queue (a capped consumer on another node may now start a batch).
+ACK_AND_NOTIFY = """
+WITH d AS (
+  DELETE FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1 RETURNING size),
+c AS (
+  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
+  SELECT $1, $3, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
+  ON CONFLICT (queue, shard) DO UPDATE
+  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+SELECT (SELECT count(*) FROM d), pg_notify('ocd_q_' || $1, '')
+"""
+
 RETRY = """
 UPDATE ocd_messages AS m
 SET visible_ms = r.visible_ms, lease = NULL, lease_kind = NULL, owner = NULL
 FROM unnest($2::bigint[], $3::bigint[]) AS r (seq, visible_ms)
-WHERE m.seq = r.seq AND m.queue = $1
+WHERE m.seq = r.seq AND m.queue + 0 = $1
 """
 
 # Same id and timestamp in the dead-letter queue ($2); attempts start again.
@@ -251,7 +275,7 @@ MOVE_SEQS = """
 WITH mv AS (
   UPDATE ocd_messages
   SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL, owner = NULL
-  WHERE queue = $1 AND seq = ANY($4::bigint[])
+  WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1
   RETURNING size),
 a AS (
   INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
@@ -271,7 +295,7 @@ RELEASE_SEQS = """
 UPDATE ocd_messages
 SET attempts = greatest(attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
     owner = NULL
-WHERE queue = $1 AND lease_kind = $3 AND seq = ANY($4::bigint[])
+WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1 AND lease_kind = $3
 """
 
 # Retention and purge delete in bounded chunks, so no statement holds a queue for long.

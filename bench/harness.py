@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -55,12 +56,14 @@ class Consumer:
 
 @dataclass(frozen=True)
 class Setup:
-    """One daemon's config: the bench worker with a producer binding per queue."""
+    """One daemon's config: the bench worker with a producer binding per queue; with a
+    ``dsn``, the PostgreSQL store on that database (``data_dir`` is then unused)."""
 
     data_dir: Path
     producers: dict[str, str]  # binding -> queue
     consumers: tuple[Consumer, ...] = ()
     vars: dict[str, int] = field(default_factory=dict)
+    dsn: str | None = None
 
     def toml(self, port: int) -> str:
         lines = [
@@ -70,6 +73,11 @@ class Setup:
             'durability = "full"',
             "shutdown_timeout = 10",
             "",
+        ]
+        if self.dsn is not None:
+            # A JSON string of ASCII text is a valid TOML basic string.
+            lines += ["[store]", 'backend = "postgres"', f"dsn = {json.dumps(self.dsn)}", ""]
+        lines += [
             "[[workers]]",
             'name = "bench"',
             f'main = "{WORKER}"',
@@ -293,11 +301,13 @@ def timeout_for(messages: int) -> float:
 
 
 class Bench:
-    """Where daemons live: one temp root for the whole bench, one subdir per run."""
+    """Where daemons live: one temp root for the whole bench, one subdir per run; and the
+    run's PostgreSQL server (``pgserver.PgServer``), when the bench has one."""
 
-    def __init__(self, root: Path, profile: bool) -> None:
+    def __init__(self, root: Path, profile: bool, pg: Any = None) -> None:
         self.root = root
         self.profile = profile
+        self.pg = pg
 
     @contextlib.contextmanager
     def workdir(self, name: str) -> Iterator[Path]:

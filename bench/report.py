@@ -87,6 +87,66 @@ METRICS = (
     ),
     Metric("trivial_raw_cpu", "http_push_single", ("raw", "trivial", "server_cpu_pct"), "%"),
     Metric("trivial_raw_bench_cpu", "http_push_single", ("raw", "trivial", "bench_cpu_pct"), "%"),
+    # The PostgreSQL store (pg_*): the same scenarios on one throw-away cluster of the run.
+    Metric("pg_e2e_batch", "pg_e2e_batch", ("e2e_msg_s",), "msg/s", (">=", 15_000)),
+    Metric("pg_e2e_batch_send", "pg_e2e_batch", ("send_msg_s",), "msg/s"),
+    Metric("pg_e2e_batch_cpu", "pg_e2e_batch", ("daemon_cpu_pct",), "%"),
+    Metric("pg_e2e_batch_pg_cpu", "pg_e2e_batch", ("pg_cpu_pct",), "%"),
+    Metric("pg_single_send", "pg_single_send", ("send_msg_s",), "msg/s", (">=", 8_000)),
+    Metric("pg_single_send_e2e", "pg_single_send", ("e2e_msg_s",), "msg/s"),
+    Metric("pg_single_send_cpu", "pg_single_send", ("daemon_cpu_pct",), "%"),
+    Metric("pg_single_send_pg_cpu", "pg_single_send", ("pg_cpu_pct",), "%"),
+    Metric("pg_latency_p50", "pg_latency", ("p50_ms",), "ms", ("<=", 10)),
+    Metric("pg_latency_p99", "pg_latency", ("p99_ms",), "ms", ("<=", 50)),
+    Metric("pg_latency_max", "pg_latency", ("max_ms",), "ms"),
+    Metric("pg_latency_cpu", "pg_latency", ("daemon_cpu_pct",), "%"),
+    Metric("pg_latency_pg_cpu", "pg_latency", ("pg_cpu_pct",), "%"),
+    Metric("pg_backlog_ratio", "pg_backlog", ("rate_ratio",), "", (">=", 0.8)),
+    Metric("pg_backlog_rate_deep", "pg_backlog", ("deep", "consume_msg_s"), "msg/s"),
+    Metric("pg_backlog_rate_shallow", "pg_backlog", ("shallow", "consume_msg_s"), "msg/s"),
+    Metric("pg_rss_fill_deep", "pg_backlog", ("deep", "rss_after_fill_mb"), "MB"),
+    Metric("pg_rss_fill_shallow", "pg_backlog", ("shallow", "rss_after_fill_mb"), "MB"),
+    Metric("pg_rss_fill_ratio", "pg_backlog", ("rss_fill_ratio",), "", ("<=", RSS_GROWTH_LIMIT)),
+    Metric("pg_rss_consume_deep", "pg_backlog", ("deep", "rss_consuming_max_mb"), "MB"),
+    Metric("pg_rss_consume_shallow", "pg_backlog", ("shallow", "rss_consuming_max_mb"), "MB"),
+    Metric(
+        "pg_rss_consume_ratio", "pg_backlog", ("rss_consume_ratio",), "", ("<=", RSS_GROWTH_LIMIT)
+    ),
+    Metric("pg_fill_rate_deep", "pg_backlog", ("deep", "fill_msg_s"), "msg/s"),
+    Metric("pg_db_mb_deep", "pg_backlog", ("deep", "db_mb"), "MB"),
+    Metric("pg_db_mb_shallow", "pg_backlog", ("shallow", "db_mb"), "MB"),
+    Metric("pg_restart_deep_s", "pg_backlog", ("deep", "restart_s"), "s"),
+    Metric("pg_restart_shallow_s", "pg_backlog", ("shallow", "restart_s"), "s"),
+    Metric("pg_two_nodes", "pg_two_nodes", ("e2e_msg_s",), "msg/s"),
+    Metric("pg_two_nodes_send", "pg_two_nodes", ("send_msg_s",), "msg/s"),
+    Metric("pg_two_nodes_cpu", "pg_two_nodes", ("daemon_cpu_pct",), "%"),
+    Metric("pg_two_nodes_pg_cpu", "pg_two_nodes", ("pg_cpu_pct",), "%"),
+)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """One metric's median over another's, both of the same bench run (so measured through
+    the same machine's drift); ``runs`` pairs the two scenarios' runs by number, for a feel
+    of the spread only: the runs were not measured at the same time."""
+
+    name: str
+    numerator: str
+    denominator: str
+    target: tuple[str, float] | None = None
+
+    def met(self, value: float) -> bool | None:
+        if self.target is None:
+            return None
+        op, bound = self.target
+        return value >= bound if op == ">=" else value <= bound
+
+
+RATIOS = (
+    Ratio("pg_two_nodes_ratio", "pg_two_nodes", "pg_e2e_batch", (">=", 0.7)),
+    Ratio("pg_to_sqlite_e2e_ratio", "pg_e2e_batch", "e2e_batch"),
+    Ratio("pg_to_sqlite_single_ratio", "pg_single_send", "single_send"),
+    Ratio("pg_to_sqlite_latency_p50_ratio", "pg_latency_p50", "latency_p50"),
 )
 
 
@@ -106,10 +166,25 @@ def summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "target": f"{m.target[0]} {m.target[1]}" if m.target else None,
             "pass": m.met(mid),
         }
+    for r in RATIOS:
+        top, bottom = out.get(r.numerator), out.get(r.denominator)
+        if top is None or bottom is None or not bottom["median"]:
+            continue
+        value = top["median"] / bottom["median"]
+        out[r.name] = {
+            "unit": "",
+            "of": f"median {r.numerator} / median {r.denominator}",
+            "runs": [
+                round(a / b, 3) for a, b in zip(top["runs"], bottom["runs"], strict=False) if b
+            ],
+            "median": round(value, 3),
+            "target": f"{r.target[0]} {r.target[1]}" if r.target else None,
+            "pass": r.met(value),
+        }
     return out
 
 
-def summary_line(metrics: dict[str, Any]) -> str:
+def summary_line(metrics: dict[str, Any], skipped: dict[str, str] | None = None) -> str:
     def show(name: str, label: str, fmt: str, unit: str = "") -> str:
         m = metrics.get(name)
         if m is None:
@@ -134,7 +209,23 @@ def summary_line(metrics: dict[str, Any]) -> str:
         show("http_push_single_raw", "http_single_raw", ".0f", " req/s"),
         show("trivial_raw_rps", "trivial_raw", ".0f", " req/s"),
         show("http_push_single_raw_ratio", "http_single_raw_ratio", ".2f"),
+        show("pg_e2e_batch", "pg_e2e_batch", ".0f", " msg/s"),
+        show("pg_single_send", "pg_single_send", ".0f", " msg/s"),
+        "pg_latency " + show("pg_latency_p50", "p50", ".1f", " ms"),
+        show("pg_latency_p99", "p99", ".1f", " ms"),
+        show("pg_backlog_ratio", "pg_backlog_ratio", ".2f"),
+        show("pg_rss_fill_ratio", "pg_rss_ratio", ".2f"),
+        show("pg_rss_consume_ratio", "pg_rss_consume_ratio", ".2f"),
+        show("pg_two_nodes", "pg_two_nodes", ".0f", " msg/s"),
+        show("pg_two_nodes_ratio", "pg_two_nodes_ratio", ".2f"),
+        show("pg_to_sqlite_e2e_ratio", "pg_to_sqlite_e2e", ".2f"),
+        show("pg_to_sqlite_single_ratio", "pg_to_sqlite_single", ".2f"),
     ]
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in (skipped or {}).items():
+        by_reason.setdefault(reason, []).append(name)
+    for reason, names in by_reason.items():
+        parts.append(f"skipped {','.join(names)} ({reason})")
     return "SUMMARY " + " ".join(parts)
 
 

@@ -12,6 +12,16 @@ worker ``bench/apps/bench_worker.py``, which timestamps everything with ``perf_c
 * backlog     -- fill a queue with no consumer, restart with one, time the first messages
                  (at most 30 s of them); consume rate and RSS, deep backlog against shallow.
 
+The same on the PostgreSQL store (``[store] backend = "postgres"``), on one throw-away
+PostgreSQL cluster started for the whole bench (``pgserver.py``: ``tests/pg.py``, fsync and
+synchronous_commit on) with a fresh database per run; skipped, with the reason, when no
+PostgreSQL can be started:
+
+* pg_e2e_batch, pg_single_send, pg_latency, pg_backlog -- as above;
+* pg_two_nodes -- two daemons on one database, each producing half of e2e_batch's messages
+                  (from half its tasks) and consuming; messages/s until both together
+                  counted them all, against pg_e2e_batch's one node.
+
 The REST API scenarios (``rest.py``) drive ``/client/v4`` from this process instead
 (``load.py``: one aiohttp session, a keep-alive connection per client, bodies serialised
 beforehand):
@@ -34,17 +44,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import uvloop
 from harness import (
+    POLL_S,
     RESULTS,
     Bench,
     BenchError,
@@ -55,6 +67,7 @@ from harness import (
     percentile,
     timeout_for,
 )
+from pgserver import PgServer
 from report import machine, summarise, summary_line
 from rest import http_pull_ack, http_push_batch, http_push_single
 
@@ -97,20 +110,76 @@ DRAIN_CAP_S = 30.0  # a backlog drain slower than 100k in 30 s is measured over 
 # ------------------------------------------------------------------------------ scenarios
 
 
-def queue_setup(work: Path) -> Setup:
+class Skipped(Exception):
+    """A scenario cannot run on this machine (no PostgreSQL); not a failure of the bench."""
+
+
+def queue_setup(work: Path, dsn: str | None = None) -> Setup:
     """Producer binding QUEUE and a consumer with batches of 100 that go out at once."""
-    return Setup(work / "data", {"QUEUE": "bench"}, (Consumer("bench"),))
+    return Setup(work / "data", {"QUEUE": "bench"}, (Consumer("bench"),), dsn=dsn)
 
 
 def consumed_all(stats: dict[str, Any]) -> bool:
     return stats["done_at"] is not None
 
 
-async def produce_and_consume(d: Daemon, spec: dict[str, Any]) -> dict[str, Any]:
+class Group:
+    """Several daemons as one measured server (their CPU summed)."""
+
+    def __init__(self, daemons: list[Daemon]) -> None:
+        self.daemons = daemons
+
+    def cpu_s(self) -> float:
+        return sum(d.cpu_s() for d in self.daemons)
+
+
+class Usage:
+    """A ``CpuWindow`` over the daemon(s), and with PostgreSQL also the server's CPU
+    (``pg_cpu_pct``), which is then no longer counted in ``other_cpu_pct``."""
+
+    def __init__(self, daemons: list[Daemon], pg: PgServer | None = None) -> None:
+        self.pg = pg
+        self.pg_s = pg.cpu_s() if pg is not None else 0.0
+        self.wall = time.perf_counter()
+        self.window = CpuWindow(daemons[0] if len(daemons) == 1 else Group(daemons))
+
+    def usage(self) -> dict[str, float]:
+        out = self.window.usage()
+        if self.pg is not None:
+            pct = 100 * (self.pg.cpu_s() - self.pg_s) / (time.perf_counter() - self.wall)
+            out["pg_cpu_pct"] = round(pct, 1)
+            out["other_cpu_pct"] = round(max(0.0, out["other_cpu_pct"] - pct), 1)
+        return out
+
+
+def pg_of(bench: Bench) -> PgServer:
+    """The bench's PostgreSQL, started on first use; Skipped when there is none."""
+    pg: PgServer | None = bench.pg
+    if pg is None:
+        raise Skipped("no PostgreSQL server for this bench")
+    reason = pg.start()
+    if reason is not None:
+        raise Skipped(reason)
+    return pg
+
+
+@contextlib.contextmanager
+def store(bench: Bench, label: str, postgres: bool) -> Iterator[str | None]:
+    """The DSN of a fresh database for one run (None: the SQLite store)."""
+    if not postgres:
+        yield None
+        return
+    with pg_of(bench).database(label) as dsn:
+        yield dsn
+
+
+async def produce_and_consume(
+    d: Daemon, spec: dict[str, Any], pg: PgServer | None = None
+) -> dict[str, Any]:
     """Produce inside the daemon and wait until the consumer has counted everything; rates
     from the daemon's own timestamps."""
     n = spec["total"]
-    cpu = CpuWindow(d)
+    cpu = Usage([d], pg)
     sent = await d.post("/produce", spec)
     stats = await d.wait_stats(consumed_all, timeout_for(n))
     t0 = stats["produce_started_at"]
@@ -122,26 +191,46 @@ async def produce_and_consume(d: Daemon, spec: dict[str, Any]) -> dict[str, Any]
     }
 
 
+async def run_e2e(
+    bench: Bench, name: str, run: int, spec: dict[str, Any], postgres: bool = False
+) -> dict[str, Any]:
+    with bench.workdir(name) as work, store(bench, name, postgres) as dsn:
+        async with bench.daemon(f"{name}-{run}", work, queue_setup(work, dsn)) as d:
+            return await produce_and_consume(d, spec, bench.pg if postgres else None)
+
+
+def e2e_spec(sizes: Sizes) -> dict[str, Any]:
+    return {"mode": "batch", "total": sizes.e2e_total, "tasks": sizes.e2e_tasks}
+
+
+def single_spec(sizes: Sizes) -> dict[str, Any]:
+    return {"mode": "single", "total": sizes.single_total, "tasks": sizes.single_tasks}
+
+
 async def e2e_batch(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
-    spec = {"mode": "batch", "total": sizes.e2e_total, "tasks": sizes.e2e_tasks}
-    with bench.workdir("e2e") as work:
-        async with bench.daemon(f"e2e_batch-{run}", work, queue_setup(work)) as d:
-            return await produce_and_consume(d, spec)
+    return await run_e2e(bench, "e2e_batch", run, e2e_spec(sizes))
 
 
 async def single_send(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
-    spec = {"mode": "single", "total": sizes.single_total, "tasks": sizes.single_tasks}
-    with bench.workdir("single") as work:
-        async with bench.daemon(f"single_send-{run}", work, queue_setup(work)) as d:
-            return await produce_and_consume(d, spec)
+    return await run_e2e(bench, "single_send", run, single_spec(sizes))
 
 
-async def latency(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+async def pg_e2e_batch(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await run_e2e(bench, "pg_e2e_batch", run, e2e_spec(sizes), postgres=True)
+
+
+async def pg_single_send(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await run_e2e(bench, "pg_single_send", run, single_spec(sizes), postgres=True)
+
+
+async def run_latency(
+    bench: Bench, sizes: Sizes, name: str, run: int, postgres: bool
+) -> dict[str, Any]:
     n = sizes.latency_count
     spec = {"mode": "paced", "total": n, "interval_ms": sizes.latency_interval_ms}
-    with bench.workdir("latency") as work:
-        async with bench.daemon(f"latency-{run}", work, queue_setup(work)) as d:
-            cpu = CpuWindow(d)
+    with bench.workdir(name) as work, store(bench, name, postgres) as dsn:
+        async with bench.daemon(f"{name}-{run}", work, queue_setup(work, dsn)) as d:
+            cpu = Usage([d], bench.pg if postgres else None)
             await d.post("/produce", spec)
             stats = await d.wait_stats(consumed_all, timeout_for(n))
             usage = cpu.usage()
@@ -158,26 +247,44 @@ async def latency(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
     }
 
 
-async def fill_backlog(bench: Bench, name: str, work: Path, sizes: Sizes, n: int) -> dict[str, Any]:
+async def latency(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await run_latency(bench, sizes, "latency", run, postgres=False)
+
+
+async def pg_latency(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await run_latency(bench, sizes, "pg_latency", run, postgres=True)
+
+
+async def fill_backlog(
+    bench: Bench, name: str, work: Path, sizes: Sizes, n: int, dsn: str | None
+) -> dict[str, Any]:
     """A daemon with a producer on ``deep`` and no consumer: store ``n`` messages."""
-    setup = Setup(work / "data", {"DEEP": "deep"})
+    setup = Setup(work / "data", {"DEEP": "deep"}, dsn=dsn)
     spec = {"mode": "batch", "total": n, "tasks": sizes.fill_tasks, "binding": "DEEP"}
     async with bench.daemon(f"{name}-fill", work, setup) as d:
         rss_before = d.rss_mb()
         sent = await d.post("/produce", spec)
         rss_after = d.rss_mb()
+    if dsn is None:
+        db_mb = sum(f.stat().st_size for f in (work / "data").iterdir()) / 2**20
+    else:
+        db_mb = pg_of(bench).db_size_mb(dsn)
     return {
         "fill_msg_s": n / (sent["produce_done_at"] - sent["produce_started_at"]),
         "rss_before_fill_mb": rss_before,
         "rss_after_fill_mb": rss_after,
-        "db_mb": sum(f.stat().st_size for f in (work / "data").iterdir()) / 2**20,
+        "db_mb": db_mb,
     }
 
 
-async def drain_backlog(bench: Bench, name: str, work: Path, consume: int) -> dict[str, Any]:
-    """Restart on the same data dir with a consumer on ``deep``; time its first ``consume``
-    messages, or as many as it gets through in ``DRAIN_CAP_S`` when it is slow."""
-    setup = Setup(work / "data", {"DEEP": "deep"}, (Consumer("deep"),), vars={"TARGET": consume})
+async def drain_backlog(
+    bench: Bench, name: str, work: Path, consume: int, dsn: str | None
+) -> dict[str, Any]:
+    """Restart on the same data dir (database) with a consumer on ``deep``; time its first
+    ``consume`` messages, or as many as it gets through in ``DRAIN_CAP_S`` when it is slow."""
+    setup = Setup(
+        work / "data", {"DEEP": "deep"}, (Consumer("deep"),), vars={"TARGET": consume}, dsn=dsn
+    )
 
     def done(s: dict[str, Any]) -> bool:
         first = s["first_batch_at"]
@@ -185,7 +292,9 @@ async def drain_backlog(bench: Bench, name: str, work: Path, consume: int) -> di
 
     async with bench.daemon(f"{name}-drain", work, setup) as d:
         rss = [d.rss_mb()]
+        cpu = Usage([d], bench.pg if dsn is not None else None)
         stats = await d.wait_stats(done, timeout_for(consume), lambda: rss.append(d.rss_mb()))
+        usage = cpu.usage()
         startup_s = d.startup_s
     if stats["done_at"] is not None:
         count, end = stats["done_count"], stats["done_at"]
@@ -196,22 +305,86 @@ async def drain_backlog(bench: Bench, name: str, work: Path, consume: int) -> di
         "consume_msg_s": (count - stats["first_batch_size"]) / (end - stats["first_batch_at"]),
         "restart_s": startup_s,
         "rss_consuming_max_mb": max(rss),
+        **{f"drain_{k}": v for k, v in usage.items()},
     }
 
 
-async def backlog(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+async def run_backlog(
+    bench: Bench, sizes: Sizes, name: str, run: int, postgres: bool
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, n in (("deep", sizes.backlog_deep), ("shallow", sizes.backlog_shallow)):
-        with bench.workdir(f"backlog-{label}") as work:
-            name = f"backlog-{label}-{run}"
-            filled = await fill_backlog(bench, name, work, sizes, n)
-            drained = await drain_backlog(bench, name, work, min(sizes.backlog_consume, n))
+        db = store(bench, f"{name}_{label}", postgres)
+        with bench.workdir(f"{name}-{label}") as work, db as dsn:
+            run_name = f"{name}-{label}-{run}"
+            filled = await fill_backlog(bench, run_name, work, sizes, n, dsn)
+            consume = min(sizes.backlog_consume, n)
+            drained = await drain_backlog(bench, run_name, work, consume, dsn)
         out[label] = {"messages": n, **filled, **drained}
     deep, shallow = out["deep"], out["shallow"]
     out["rate_ratio"] = deep["consume_msg_s"] / shallow["consume_msg_s"]
     out["rss_fill_ratio"] = deep["rss_after_fill_mb"] / shallow["rss_after_fill_mb"]
     out["rss_consume_ratio"] = deep["rss_consuming_max_mb"] / shallow["rss_consuming_max_mb"]
     return out
+
+
+async def backlog(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await run_backlog(bench, sizes, "backlog", run, postgres=False)
+
+
+async def pg_backlog(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await run_backlog(bench, sizes, "pg_backlog", run, postgres=True)
+
+
+async def wait_all(
+    daemons: list[Daemon], done: Callable[[list[dict[str, Any]]], bool], timeout_s: float
+) -> list[dict[str, Any]]:
+    """Poll every daemon's ``/stats`` every ``POLL_S`` until ``done`` of all of them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for d in daemons:
+            d.check_alive()
+        stats: list[dict[str, Any]] = [await d.get("/stats") for d in daemons]
+        if done(stats):
+            return stats
+        if time.monotonic() > deadline:
+            raise BenchError(f"timed out after {timeout_s} s; last stats {stats}")
+        await asyncio.sleep(POLL_S)
+
+
+async def pg_two_nodes(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    """Two daemons on one database, each with the producer and the consumer: each produces
+    half of e2e_batch's messages from half its tasks (so four in all, as on one node); the
+    rate is until the two consumers together have counted them all. Each counts only what
+    it consumed; both timestamp with the machine's monotonic clock."""
+    pg = pg_of(bench)
+    n = sizes.e2e_total
+    halves = (n // 2, n - n // 2)
+    tasks = max(1, sizes.e2e_tasks // 2)
+    with bench.workdir("pg_two_nodes") as work, pg.database("pg_two_nodes") as dsn:
+        setups = [queue_setup(work / node, dsn) for node in ("a", "b")]
+        async with (
+            bench.daemon(f"pg_two_nodes-{run}-a", work, setups[0]) as a,
+            bench.daemon(f"pg_two_nodes-{run}-b", work, setups[1]) as b,
+        ):
+            cpu = Usage([a, b], pg)
+            specs = [{"mode": "batch", "total": half, "tasks": tasks} for half in halves]
+            sent = await asyncio.gather(a.post("/produce", specs[0]), b.post("/produce", specs[1]))
+            stats = await wait_all(
+                [a, b], lambda ss: sum(s["consumed"] for s in ss) >= n, timeout_for(n)
+            )
+            usage = cpu.usage()
+    t0 = min(s["produce_started_at"] for s in sent)
+    end = max(s["last_batch_at"] for s in stats if s["last_batch_at"] is not None)
+    consumed = [s["consumed"] for s in stats]
+    return {
+        "e2e_msg_s": n / (end - t0),
+        "send_msg_s": n / (max(s["produce_done_at"] for s in sent) - t0),
+        "consumed_per_node": consumed,
+        "duplicates": sum(consumed) - n,
+        "batches": sum(s["batches"] for s in stats),
+        **usage,
+    }
 
 
 Scenario = Callable[[Bench, Sizes, int], Awaitable[dict[str, Any]]]
@@ -223,6 +396,11 @@ SCENARIOS: dict[str, Scenario] = {
     "http_push_batch": http_push_batch,
     "http_pull_ack": http_pull_ack,
     "http_push_single": http_push_single,
+    "pg_e2e_batch": pg_e2e_batch,
+    "pg_single_send": pg_single_send,
+    "pg_latency": pg_latency,
+    "pg_backlog": pg_backlog,
+    "pg_two_nodes": pg_two_nodes,
 }
 
 
@@ -231,15 +409,20 @@ SCENARIOS: dict[str, Scenario] = {
 
 async def run_scenarios(
     bench: Bench, sizes: Sizes, runs: int, names: list[str]
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], dict[str, str]]:
     results: dict[str, list[dict[str, Any]]] = {}
     errors: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     for name in names:
         results[name] = []
         for run in range(1, runs + 1):
             started = time.perf_counter()
             try:
                 result = await SCENARIOS[name](bench, sizes, run)
+            except Skipped as e:
+                skipped[name] = str(e)
+                print(f"{name}: SKIPPED: {e}", file=sys.stderr, flush=True)
+                break
             except BenchError as e:
                 errors[name] = str(e)
                 print(f"{name} run {run}: FAILED: {e}", file=sys.stderr, flush=True)
@@ -247,7 +430,9 @@ async def run_scenarios(
             result["wall_s"] = round(time.perf_counter() - started, 2)
             results[name].append(result)
             print(f"{name} run {run}: {json.dumps(result)}", file=sys.stderr, flush=True)
-    return results, errors
+        if not results[name]:
+            del results[name]
+    return results, errors, skipped
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -270,9 +455,15 @@ async def amain(args: argparse.Namespace) -> int:
     names = args.only.split(",")
     host = machine()
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="ocd-bench-") as root:
-        bench = Bench(Path(root), args.profile)
-        results, errors = await run_scenarios(bench, sizes, args.runs, names)
+    pg = PgServer()
+    try:
+        with tempfile.TemporaryDirectory(prefix="ocd-bench-") as root:
+            bench = Bench(Path(root), args.profile, pg)
+            results, errors, skipped = await run_scenarios(bench, sizes, args.runs, names)
+        if pg.cluster is not None:
+            host["postgres"] = {"version": pg.version, **pg.settings()}
+    finally:
+        pg.close()
     metrics = summarise(results)
     report = {
         "machine": host,
@@ -283,12 +474,13 @@ async def amain(args: argparse.Namespace) -> int:
         "metrics": metrics,
         "results": results,
         "errors": errors,
+        "skipped": skipped,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     text = json.dumps(report, indent=2)
     (RESULTS / "latest.json").write_text(text + "\n")
     print(text)
-    print(summary_line(metrics))
+    print(summary_line(metrics, skipped))
     return 1 if errors else 0
 
 

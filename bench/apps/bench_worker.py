@@ -11,6 +11,9 @@ and ``bench/run.py`` reads it over HTTP:
 
 The consumer's ``done_at`` is the moment it has counted ``target`` messages: ``total`` of
 the last ``/produce``, or the ``TARGET`` var when the backlog is already there at start.
+``last_batch_at`` is when the latest batch arrived: with several daemons on one PostgreSQL
+database each counts only what it consumed, and the bench sums them (``perf_counter`` is
+the machine's monotonic clock, so the daemons' timestamps compare).
 """
 
 import asyncio
@@ -28,6 +31,7 @@ STATE = {
     "target": None,
     "first_batch_at": None,  # perf_counter when the first batch reached the handler
     "first_batch_size": 0,
+    "last_batch_at": None,  # perf_counter when the latest batch reached the handler
     "done_at": None,  # perf_counter when ``consumed`` reached ``target``
     "done_count": None,  # ``consumed`` at that moment
     "produce_started_at": None,
@@ -144,6 +148,7 @@ class Default(WorkerEntrypoint):
                 LATENCIES.append(now - sent)
         STATE["consumed"] += len(batch.messages)
         STATE["batches"] += 1
+        STATE["last_batch_at"] = now
         target = STATE["target"] or int(getattr(env, "TARGET", 0) or 0)
         if target and STATE["done_at"] is None and STATE["consumed"] >= target:
             STATE["done_at"] = time.perf_counter()

@@ -108,6 +108,8 @@ class PostgresStore:
         self._counts: dict[int, int] = {}
         self._events: dict[int, asyncio.Event] = {}
         self._catalogue_dirty = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._version = 0  # bumped by every change this node makes to its catalogue
         self._closing = False
         self._down_since: float | None = None
         self.on_commit: Callable[[int, bool], None] | None = None
@@ -259,11 +261,17 @@ class PostgresStore:
             return
         if self._writer is not None:
             await self._writer.close()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        # Let the background loops finish what they are doing rather than cancel them in
+        # the middle of a query (a connection cancelled mid-query can wedge the pool's close).
+        self._stopping.set()
+        self._catalogue_dirty.set()
+        if self._tasks:
+            _, late = await asyncio.wait(self._tasks, timeout=COMMAND_TIMEOUT_S / 3)
+            for t in late:
+                t.cancel()
+            for t in self._tasks:
+                with contextlib.suppress(BaseException):
+                    await t
         self._tasks = []
         if self._pool is not None:
             with contextlib.suppress(StoreError):
@@ -277,8 +285,10 @@ class PostgresStore:
         if self._feed is not None:
             await self._feed.close()
         if self._pool is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(self._pool.close(), 5)
+            except Exception:
+                self._pool.terminate()
             self._pool = None
 
     @property
@@ -290,8 +300,11 @@ class PostgresStore:
     async def _heartbeat_loop(self) -> None:
         every = max(self.node_heartbeat_s / 3, 0.05)
         reap_after = 0.0
-        while True:
-            await asyncio.sleep(every)
+        while not self._stopping.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), every)
+            if self._stopping.is_set():
+                return
             try:
                 async with self._db("heartbeat") as c:
                     alive = await c.execute(sql.HEARTBEAT, self.node_id)
@@ -328,10 +341,12 @@ class PostgresStore:
 
     async def _feed_loop(self) -> None:
         assert self._feed is not None
-        while True:
+        while not self._stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._catalogue_dirty.wait(), CATALOGUE_FRESH_S)
             self._catalogue_dirty.clear()
+            if self._stopping.is_set():
+                return
             try:
                 if await self._feed.ensure():
                     for key in list(self._events):
@@ -344,10 +359,17 @@ class PostgresStore:
                 self._notify(key)
 
     async def _load(self) -> None:
+        """Replace the catalogue with the database's. A change this node made while the
+        read was under way would be older in the snapshot than in memory: then the snapshot
+        is dropped and the next round reads again."""
+        version = self._version
         async with self._db("load catalogue") as c:
             queues = [_queue_from_row(r) for r in await c.fetch(sql.SELECT_QUEUES)]
             consumers = [_consumer_from_row(r) for r in await c.fetch(sql.SELECT_CONSUMERS)]
             counts = {r[0]: int(r[1]) for r in await c.fetch(sql.ALL_COUNTS)}
+        if version != self._version:
+            self._catalogue_dirty.set()
+            return
         changed = {q.key for q in queues if self._by_key.get(q.key) != q}
         self._queues = {(q.account, q.name): q for q in queues}
         self._by_key = {q.key: q for q in queues}
@@ -365,6 +387,7 @@ class PostgresStore:
     # ---------------------------------------------------------------- catalogue
 
     def _remember(self, q: QueueRecord) -> None:
+        self._version += 1
         old = self._by_key.get(q.key)
         if old is not None:
             self._queues.pop((old.account, old.name), None)
@@ -373,6 +396,7 @@ class PostgresStore:
         self._by_id[q.queue_id] = q
 
     def _forget(self, q: QueueRecord) -> None:
+        self._version += 1
         self._queues.pop((q.account, q.name), None)
         self._by_key.pop(q.key, None)
         self._by_id.pop(q.queue_id, None)
@@ -509,6 +533,7 @@ class PostgresStore:
         stored = dataclasses.replace(
             consumer, queue_key=queue.key, consumer_id=cid, created_ms=created
         )
+        self._version += 1
         self._consumers[queue.key] = stored
         return stored
 
@@ -517,6 +542,7 @@ class PostgresStore:
             await self._durable(c)
             status = await c.execute(sql.DELETE_CONSUMER, queue.key)
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
+        self._version += 1
         self._consumers.pop(queue.key, None)
         return bool(status != "DELETE 0")
 

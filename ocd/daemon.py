@@ -19,6 +19,7 @@ from aiohttp import web
 
 import runtime
 from ocd import loader
+from ocd.admin import Admin
 from ocd.api.app import add_api
 from ocd.api.context import ApiContext
 from ocd.clock import Clock, wall_ms
@@ -32,7 +33,7 @@ from ocd.metrics import Metrics
 from ocd.notify import Notifier
 from ocd.producer import Producer
 from ocd.pull import PullService
-from ocd.store import QueueSettings, Store, make_store
+from ocd.store import Store, make_store
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class Daemon:
     workers: list[LoadedWorker]
     clock: Clock = wall_ms
     store: Store = field(init=False)
+    admin: Admin = field(init=False)  # made at start, once the store is open
     producer: Producer = field(init=False)
     dispatchers: dict[tuple[str, str], Dispatcher] = field(default_factory=dict)
     api: ApiContext | None = None
@@ -92,6 +94,8 @@ class Daemon:
             await self.store.open(self.clock())
         except OcdError as e:
             raise StartupError(str(e)) from e
+        self.admin = Admin(self.store, self.clock)
+        self.admin.configure(self.config)
         try:
             await self._ensure_queues()
             envs = {w.config.name: self._env(w.config) for w in self.workers}
@@ -110,14 +114,7 @@ class Daemon:
         self._supervise("ocd-status", self._status_loop())
 
     async def _ensure_queues(self) -> None:
-        now = self.clock()
-        for q in self.config.queues:
-            settings = (
-                QueueSettings(q.delivery_delay_s, q.message_retention_period_s, q.delivery_paused)
-                if q.declared
-                else None
-            )
-            await self.store.ensure_queue(q.name, q.account, settings, now)
+        await self.admin.ensure_config_queues(self.config.queues)
 
     def _env(self, w: WorkerConfig) -> runtime.Env:
         values: dict[str, Any] = dict(w.vars)
@@ -161,8 +158,10 @@ class Daemon:
 
     async def _start_http(self, envs: dict[str, runtime.Env]) -> None:
         self.router = WorkerRouter(self._routes(envs))
-        pull = await PullService.open(self.store, self.clock)
-        api = ApiContext.from_config(self.config, self.store, self.producer, pull, self.clock)
+        pull = await PullService.open(self.store, self.admin, self.clock)
+        api = ApiContext.from_config(
+            self.config, self.store, self.producer, pull, self.admin, self.clock
+        )
         self.api = api
         app = web.Application()
         OpsRoutes(self).add_to(app.router)
@@ -364,6 +363,8 @@ class Daemon:
                     extra={"event": "reload_needs_restart", "key": f"store.{setting}"},
                 )
         self.config = config
+        # What the new config names is protected before its queues are made.
+        self.admin.configure(config)
         await self._ensure_queues()
         envs = {w.config.name: self._env(w.config) for w in workers}
         plan = self._consumer_plan(workers, envs)
@@ -396,12 +397,10 @@ class Daemon:
             self.router.set_routes(self._routes(envs))
         if self.api is not None:
             fresh = ApiContext.from_config(
-                config, self.store, self.producer, self.api.pull, self.clock
+                config, self.store, self.producer, self.api.pull, self.admin, self.clock
             )
             self.api.accounts = fresh.accounts
             self.api.producers = fresh.producers
-            self.api.worker_consumers = fresh.worker_consumers
-            self.api.bound = fresh.bound
         return "; ".join(changes)
 
     async def status(self) -> dict[str, Any]:

@@ -14,7 +14,14 @@
     │   ├── StoreLockedError   another ocd owns the data directory
     │   └── StoreCorrupt       not an ocd database, a newer schema, or a damaged file
     │       └── SchemaError    (the older name, kept for callers)
-    ├── QueueNotFound          a queue name that does not exist (code 10104)
+    ├── QueueNotFound          a queue name that does not exist (code 10104); ``queue``
+    ├── QueueExists            the account has a queue of that name; ``account``, ``name``
+    ├── QueueInUse             the config file names the queue, so it cannot be deleted or
+    │   │                      renamed; ``queue``, ``named_by``, ``action``
+    │   └── ConsumerInConfig   the queue's consumer is a worker of the config file: it is
+    │                          changed or removed there, not over the API; ``worker``
+    ├── ConsumerExists         the queue already has a consumer (one at a time); ``queue``
+    ├── ConsumerNotFound       no consumer of that id on the queue; ``queue``, ``consumer_id``
     └── QueueSendError         a send broke a Cloudflare Queues limit; str() is "<cause> (<code>)"
 
 Worker-facing TypeErrors (wrong body for a content type, unknown content type) are plain
@@ -113,6 +120,61 @@ class QueueNotFound(OcdError):
     def __init__(self, queue: str) -> None:
         self.queue = queue
         super().__init__(f"Queue not found: {queue} ({self.code})")
+
+
+class QueueExists(OcdError):
+    """A create or rename to a name the account already has; nothing was written."""
+
+    def __init__(self, account: str, name: str) -> None:
+        self.account = account
+        self.name = name
+        super().__init__(f"A queue named {name} already exists")
+
+
+class QueueInUse(OcdError):
+    """The config file names the queue (``named_by``: "worker app", "[[queues]]"), so it
+    cannot be ``action`` ("deleted", "renamed") until it is removed there."""
+
+    def __init__(self, queue: str, named_by: list[str], action: str = "deleted") -> None:
+        self.queue = queue
+        self.named_by = list(named_by)
+        self.action = action
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        return (
+            f"queue {self.queue} cannot be {self.action}: ocd's config file names it "
+            f"({', '.join(self.named_by)}); remove it there and reload first"
+        )
+
+
+class ConsumerInConfig(QueueInUse):
+    """The queue's consumer is ``worker`` in the config file, not an API consumer."""
+
+    def __init__(self, queue: str, worker: str, action: str = "removed") -> None:
+        self.worker = worker
+        super().__init__(queue, [f"worker {worker}"], action)
+
+    def _message(self) -> str:
+        return (
+            f"the consumer of {self.queue} is worker {self.worker} in ocd's config file; "
+            "remove it there"
+        )
+
+
+class ConsumerExists(OcdError):
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        super().__init__(
+            f"queue {queue} already has a consumer; a queue has one consumer at a time"
+        )
+
+
+class ConsumerNotFound(OcdError):
+    def __init__(self, queue: str, consumer_id: str | None = None) -> None:
+        self.queue = queue
+        self.consumer_id = consumer_id
+        super().__init__("Consumer not found")
 
 
 class QueueSendError(OcdError):

@@ -15,6 +15,7 @@ import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ocd.admin import Admin
 from ocd.clock import Clock, wall_ms
 from ocd.decide import exhausted
 from ocd.store import (
@@ -101,15 +102,11 @@ class AckResult:
 
 
 class PullService:
-    def __init__(self, store: Store, signer: Signer, clock: Clock = wall_ms) -> None:
+    def __init__(self, store: Store, signer: Signer, admin: Admin, clock: Clock = wall_ms) -> None:
         self.store = store
         self.signer = signer
+        self.admin = admin
         self.clock = clock
-        # Held while queues and consumers are created, changed or deleted (by the API, or
-        # here to create a missing dead-letter queue), so that concurrent changes cannot
-        # interleave: two creates of one name, a PATCH undoing another, a consumer added to
-        # a queue being deleted.
-        self.admin_lock = asyncio.Lock()
         self._closing = asyncio.Event()
 
     def close(self) -> None:
@@ -117,8 +114,8 @@ class PullService:
         self._closing.set()
 
     @classmethod
-    async def open(cls, store: Store, clock: Clock = wall_ms) -> PullService:
-        return cls(store, Signer(await store.secret(LEASE_SECRET)), clock)
+    async def open(cls, store: Store, admin: Admin, clock: Clock = wall_ms) -> PullService:
+        return cls(store, Signer(await store.secret(LEASE_SECRET)), admin, clock)
 
     async def _dead_letter(self, queue: QueueRecord, consumer: PullConsumer) -> DeadLetter:
         """The consumer's dead-letter queue; like Cloudflare, created if it is missing (it
@@ -126,13 +123,7 @@ class PullService:
         dlq = consumer.dead_letter_queue
         if not dlq:
             return DeadLetter(None)
-        found = self.store.queue(dlq, queue.account)
-        if found is None:
-            async with self.admin_lock:
-                found = self.store.queue(dlq, queue.account) or await self.store.ensure_queue(
-                    dlq, queue.account, None, self.clock()
-                )
-        return DeadLetter(found)
+        return DeadLetter(await self.admin.dead_letter(queue.account, dlq))
 
     async def pull(
         self,

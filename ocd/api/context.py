@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from ocd.admin import Admin, worker_consumer_id
 from ocd.api.auth import Accounts
 from ocd.api.envelope import QUEUE_NOT_FOUND, ApiError
 from ocd.clock import Clock
-from ocd.config import Config, ConsumerConfig
+from ocd.config import Config
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.store import PullConsumer, QueueRecord, Store
@@ -21,49 +21,38 @@ from ocd.store import PullConsumer, QueueRecord, Store
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerConsumer:
-    worker: str
-    consumer: ConsumerConfig
-
-
 @dataclass
 class ApiContext:
     store: Store
     producer: Producer
     pull: PullService
+    admin: Admin  # queue and consumer administration; also what the config names
     accounts: Accounts
     clock: Clock
     # (account, queue) -> workers whose producer bindings name it in the config
     producers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    worker_consumers: dict[tuple[str, str], WorkerConsumer] = field(default_factory=dict)
-    # (account, queue) -> what in the config file names it: "worker <name>" for a worker
-    # that binds it in any way (also as a DLQ), "[[queues]]" for a declaration
-    bound: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_config(
-        cls, config: Config, store: Store, producer: Producer, pull: PullService, clock: Clock
+        cls,
+        config: Config,
+        store: Store,
+        producer: Producer,
+        pull: PullService,
+        admin: Admin,
+        clock: Clock,
     ) -> ApiContext:
         ctx = cls(
             store,
             producer,
             pull,
+            admin,
             Accounts({a.id: a.token_sha256 for a in config.accounts}),
             clock,
         )
         for w in config.workers:
             for p in w.producers:
                 ctx.producers.setdefault((w.account, p.queue), []).append(w.name)
-            for c in w.consumers:
-                ctx.worker_consumers[(w.account, c.queue)] = WorkerConsumer(w.name, c)
-            named = [p.queue for p in w.producers] + [c.queue for c in w.consumers]
-            named += [c.dead_letter_queue for c in w.consumers if c.dead_letter_queue]
-            for name in dict.fromkeys(named):
-                ctx.bound.setdefault((w.account, name), []).append(f"worker {w.name}")
-        for q in config.queues:
-            if q.declared:
-                ctx.bound.setdefault((q.account, q.name), []).append("[[queues]]")
         return ctx
 
     def account(self, request: web.Request) -> str:
@@ -106,12 +95,8 @@ class ApiContext:
             },
         }
 
-    def bound_by(self, q: QueueRecord) -> list[str]:
-        """What in the config file names this queue: it cannot be deleted or renamed."""
-        return self.bound.get((q.account, q.name), [])
-
     def consumer_json(self, q: QueueRecord) -> dict[str, Any] | None:
-        wc = self.worker_consumers.get((q.account, q.name))
+        wc = self.admin.worker_consumer(q)
         if wc is not None:
             c = wc.consumer
             return {
@@ -147,11 +132,6 @@ def pull_consumer_json(q: QueueRecord, c: PullConsumer) -> dict[str, Any]:
             "retry_delay": c.retry_delay_s,
         },
     }
-
-
-def worker_consumer_id(q: QueueRecord, worker: str) -> str:
-    """A stable id for a consumer that lives in the config file."""
-    return hashlib.sha256(f"{q.queue_id}/{worker}".encode()).hexdigest()[:32]
 
 
 def iso(ms: int | None) -> str | None:

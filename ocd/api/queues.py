@@ -1,4 +1,9 @@
-"""Queues and consumers: create, list, get, update, edit, delete, metrics, purge."""
+"""Queues and consumers: create, list, get, update, edit, delete, metrics, purge.
+
+The handlers validate requests and shape replies; the rules (unique names, what the config
+file names, one consumer per queue, dead-letter queues made when missing) are
+``ocd.admin``'s, whose errors become the envelope's codes here.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,26 @@ from typing import Any
 
 from aiohttp import web
 
+from ocd.admin import Admin
 from ocd.api.context import QUEUE_NAME, ApiContext, iso, pull_consumer_json
 from ocd.api.envelope import (
     CONSUMER_EXISTS,
     CONSUMER_NOT_FOUND,
     QUEUE_EXISTS,
     QUEUE_IN_USE,
-    QUEUE_NOT_FOUND,
     ApiError,
     ApiRouter,
     invalid,
     ok,
 )
 from ocd.api.validate import Fields, json_object
+from ocd.errors import (
+    ConsumerExists,
+    ConsumerInConfig,
+    ConsumerNotFound,
+    QueueExists,
+    QueueInUse,
+)
 from ocd.store import PullConsumer, QueueRecord, QueueSettings
 
 SETTINGS_KEYS = ("delivery_delay", "message_retention_period", "delivery_paused")
@@ -50,6 +62,10 @@ class QueueRoutes:
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
 
+    @property
+    def admin(self) -> Admin:
+        return self.ctx.admin
+
     def add_to(self, router: ApiRouter, prefix: str = "") -> None:
         base = prefix + "/accounts/{account_id}/queues"
         q = base + "/{queue_id}"
@@ -76,10 +92,10 @@ class QueueRoutes:
         name = _queue_name(f, required=True)
         assert name is not None
         settings = _settings(f, QueueSettings())
-        async with self.ctx.pull.admin_lock:  # a concurrent create of the same name gets a 409
-            if self.ctx.store.queue(name, account) is not None:
-                raise ApiError(409, QUEUE_EXISTS, f"A queue named {name} already exists")
-            q = await self.ctx.store.ensure_queue(name, account, settings, self.ctx.clock())
+        try:
+            q = await self.admin.create_queue(account, name, settings)
+        except QueueExists as e:
+            raise _exists(e) from None
         return ok(self.ctx.queue_json(q))
 
     async def list(self, request: web.Request) -> web.Response:
@@ -116,44 +132,25 @@ class QueueRoutes:
         q = self.ctx.queue(request)
         f = Fields(await json_object(request), known=("queue_name", "settings", "jurisdiction"))
         name = _queue_name(f, required=False)
-        _settings(f, QueueSettings())  # reject a bad body before waiting for the lock
-        # Read-modify-write under the lock: two concurrent PATCHes must not undo each other,
-        # and a rename must not race a create of the same name.
-        async with self.ctx.pull.admin_lock:
-            current = self._current(q)
-            settings = _settings(f, QueueSettings() if full else current.settings)
-            if name is not None and name != current.name:
-                self._not_bound(current, "renamed")
-                if self.ctx.store.queue(name, current.account) is not None:
-                    raise ApiError(409, QUEUE_EXISTS, f"A queue named {name} already exists")
-            q = await self.ctx.store.update_queue(current, settings, self.ctx.clock(), name)
+        _settings(f, QueueSettings())  # a bad body is refused before anything is read
+        # PUT replaces the settings; PATCH merges the body into them as they are when the
+        # change is made, not as they were when the request arrived.
+        try:
+            q = await self.admin.change_queue(
+                q, lambda current: _settings(f, QueueSettings() if full else current), name
+            )
+        except QueueExists as e:
+            raise _exists(e) from None
+        except QueueInUse as e:
+            raise _in_use(e) from None
         return ok(self.ctx.queue_json(q))
 
     async def delete(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
-        async with self.ctx.pull.admin_lock:
-            q = self._current(q)
-            self._not_bound(q, "deleted")
-            await self.ctx.store.delete_queue(q)
+        try:
+            await self.admin.delete_queue(self.ctx.queue(request))
+        except QueueInUse as e:
+            raise _in_use(e) from None
         return ok(None)
-
-    def _current(self, q: QueueRecord) -> QueueRecord:
-        """``q`` as it is now (the caller holds ``pull.admin_lock``): it may have been
-        changed or deleted while the request body was read or the lock awaited."""
-        current = self.ctx.store.queue_by_id(q.queue_id)
-        if current is None:
-            raise ApiError(404, QUEUE_NOT_FOUND, f"Queue not found: {q.name}")
-        return current
-
-    def _not_bound(self, q: QueueRecord, verb: str) -> None:
-        named_by = self.ctx.bound_by(q)
-        if named_by:
-            raise ApiError(
-                409,
-                QUEUE_IN_USE,
-                f"queue {q.name} cannot be {verb}: ocd's config file names it "
-                f"({', '.join(named_by)}); remove it there and reload first",
-            )
 
     async def metrics(self, request: web.Request) -> web.Response:
         q = self.ctx.queue(request)
@@ -177,9 +174,7 @@ class QueueRoutes:
                 '{"delete_messages_permanently": true} to confirm',
                 "/delete_messages_permanently",
             )
-        await self.ctx.store.purge(q, self.ctx.clock())
-        current = self.ctx.store.queue(q.name, q.account) or q
-        return ok(self.ctx.queue_json(current))
+        return ok(self.ctx.queue_json(await self.admin.purge(q)))
 
     async def purge_status(self, request: web.Request) -> web.Response:
         q = self.ctx.queue(request)
@@ -211,31 +206,23 @@ class QueueRoutes:
     async def create_consumer(self, request: web.Request) -> web.Response:
         q = self.ctx.queue(request)
         consumer = await self._consumer_input(request, q)
-        async with self.ctx.pull.admin_lock:  # of two concurrent creates, one gets the 409
-            q = self._current(q)
-            if self.ctx.consumer_json(q) is not None:
-                raise ApiError(
-                    409,
-                    CONSUMER_EXISTS,
-                    f"queue {q.name} already has a consumer; a queue has one consumer at a time",
-                )
-            return ok(await self._put_consumer(q, consumer))
+        try:
+            stored = await self.admin.create_consumer(q, consumer)
+        except ConsumerExists as e:
+            raise ApiError(409, CONSUMER_EXISTS, str(e)) from None
+        return ok(self._consumer_json(q, stored))
 
     async def update_consumer(self, request: web.Request) -> web.Response:
         """PUT updates the pull consumer, or creates it ("updates or creates")."""
         q = self.ctx.queue(request)
         consumer = await self._consumer_input(request, q)
-        async with self.ctx.pull.admin_lock:
-            q = self._current(q)
-            existing = self.ctx.consumer_json(q)
-            if existing is not None and existing["type"] == "worker":
-                raise _worker_consumer_refused()
-            if (
-                existing is not None
-                and existing["consumer_id"] != request.match_info["consumer_id"]
-            ):
-                raise ApiError(404, CONSUMER_NOT_FOUND, "Consumer not found")
-            return ok(await self._put_consumer(q, consumer))
+        try:
+            stored = await self.admin.put_consumer(q, consumer, request.match_info["consumer_id"])
+        except ConsumerInConfig:
+            raise _worker_consumer_refused() from None
+        except ConsumerNotFound as e:
+            raise ApiError(404, CONSUMER_NOT_FOUND, str(e)) from None
+        return ok(self._consumer_json(q, stored))
 
     async def _consumer_input(self, request: web.Request, q: QueueRecord) -> PullConsumer:
         f = Fields(
@@ -270,26 +257,27 @@ class QueueRoutes:
             s.integer("retry_delay", 0, 86_400, 0),
         )
 
-    async def _put_consumer(self, q: QueueRecord, consumer: PullConsumer) -> dict[str, Any]:
-        """Store it; the caller holds ``pull.admin_lock``."""
-        dlq = consumer.dead_letter_queue
-        if dlq is not None:  # like Cloudflare, a missing dead-letter queue is created
-            await self.ctx.store.ensure_queue(dlq, q.account, None, self.ctx.clock())
-        stored = await self.ctx.store.put_pull_consumer(q, consumer)
-        return pull_consumer_json(q, stored)
+    def _consumer_json(self, q: QueueRecord, stored: PullConsumer) -> dict[str, Any]:
+        # The queue's name as it is now: it may have been renamed while the consumer was put.
+        return pull_consumer_json(self.ctx.store.queue_by_id(q.queue_id) or q, stored)
 
     async def delete_consumer(self, request: web.Request) -> web.Response:
-        q, c = self._consumer(request)
-        if c["type"] == "worker":
-            raise ApiError(
-                409,
-                QUEUE_IN_USE,
-                f"the consumer of {q.name} is worker {c['script_name']} in ocd's config file; "
-                "remove it there",
-            )
-        async with self.ctx.pull.admin_lock:
-            await self.ctx.store.delete_pull_consumer(self._current(q))
+        q = self.ctx.queue(request)
+        try:
+            await self.admin.delete_consumer(q, request.match_info["consumer_id"])
+        except ConsumerNotFound as e:
+            raise ApiError(404, CONSUMER_NOT_FOUND, str(e)) from None
+        except QueueInUse as e:  # its consumer is a worker of the config file
+            raise _in_use(e) from None
         return ok(None)
+
+
+def _exists(e: QueueExists) -> ApiError:
+    return ApiError(409, QUEUE_EXISTS, str(e))
+
+
+def _in_use(e: QueueInUse) -> ApiError:
+    return ApiError(409, QUEUE_IN_USE, str(e))
 
 
 def _worker_consumer_refused() -> ApiError:

@@ -183,6 +183,12 @@ class Cluster:
         self._running = True
         self._wait_ready()
 
+    def halt(self, mode: str = "fast") -> None:
+        """``pg_ctl stop -m MODE``, keeping the data: ``start()`` brings it back. With
+        ``start()`` after it, a restart whose outage the test can observe."""
+        self._pg_ctl("stop", "-m", mode)
+        self._running = False
+
     def stop_immediate(self) -> None:
         """Stop without a checkpoint, as a crash would: the next ``start()`` runs WAL recovery."""
         self._pg_ctl("stop", "-m", "immediate")

@@ -60,14 +60,17 @@ class ApiContext:
         self.accounts.check(request, account)
         return account
 
-    def queue(self, request: web.Request) -> QueueRecord:
+    async def queue(self, request: web.Request) -> QueueRecord:
         """The queue in the path (by id or by name), only within the caller's account: a
-        queue of another account is exactly as absent as one that does not exist."""
+        queue of another account is exactly as absent as one that does not exist. The
+        catalogue answers; on a miss the database does (a queue made on another node)."""
         account = self.account(request)
         ref = request.match_info["queue_id"]
-        q = self.store.queue_by_id(ref)
-        if q is None or q.account != account:
-            q = self.store.queue(ref, account)
+        q = self.store.queue_by_id(ref) or self.store.queue(ref, account)
+        if q is None:
+            q = await self.store.lookup_by_id(ref) or await self.store.lookup(ref, account)
+        if q is not None and q.account != account:
+            q = self.store.queue(ref, account) or await self.store.lookup(ref, account)
         if q is None:
             raise ApiError(404, QUEUE_NOT_FOUND, f"Queue not found: {ref}")
         return q

@@ -99,12 +99,12 @@ class MessageRoutes:
         return sent_reply(backlog)
 
     async def push(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         f = Fields(await json_object(request), known=MESSAGE_KEYS)
         return await self._send(q, [_item(f)], None)
 
     async def push_batch(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         f = Fields(await json_object(request), known=("messages", "delay_seconds"))
         raw = f.array("messages")
         if not raw:
@@ -131,7 +131,7 @@ class MessageRoutes:
         return consumer
 
     async def pull(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         f = Fields(
             await json_object(request, optional=True),
             known=("batch_size", "visibility_timeout_ms", "visibility_timeout", "wait_ms"),
@@ -172,7 +172,7 @@ class MessageRoutes:
         )
 
     async def ack(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         f = Fields(await json_object(request, optional=True), known=("acks", "retries"))
         consumer = self._pull_consumer(q)
         acks = [
@@ -191,7 +191,7 @@ class MessageRoutes:
         )
 
     async def peek(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         f = Fields(await json_object(request, optional=True), known=("batch_size",))
         limit = f.integer("batch_size", 1, 100, 1)
         peeked = await self.ctx.store.peek(q, self.ctx.clock(), limit)
@@ -212,7 +212,7 @@ class MessageRoutes:
         )
 
     async def purge_refs(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         f = Fields(await json_object(request), known=("refs",))
         refs = [
             Fields(r, f"/refs/{i}", ("ref",)).string("ref") for i, r in enumerate(f.array("refs"))

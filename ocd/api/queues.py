@@ -119,7 +119,7 @@ class QueueRoutes:
         return ok([self.ctx.queue_json(q) for q in chunk], result_info=info)
 
     async def get(self, request: web.Request) -> web.Response:
-        return ok(self.ctx.queue_json(self.ctx.queue(request)))
+        return ok(self.ctx.queue_json(await self.ctx.queue(request)))
 
     async def update(self, request: web.Request) -> web.Response:
         """PUT: the settings are replaced as a whole; absent ones go back to defaults."""
@@ -129,7 +129,7 @@ class QueueRoutes:
         return await self._change(request, full=False)
 
     async def _change(self, request: web.Request, full: bool) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         f = Fields(await json_object(request), known=("queue_name", "settings", "jurisdiction"))
         name = _queue_name(f, required=False)
         _settings(f, QueueSettings())  # a bad body is refused before anything is read
@@ -147,13 +147,13 @@ class QueueRoutes:
 
     async def delete(self, request: web.Request) -> web.Response:
         try:
-            await self.admin.delete_queue(self.ctx.queue(request))
+            await self.admin.delete_queue(await self.ctx.queue(request))
         except QueueInUse as e:
             raise _in_use(e) from None
         return ok(None)
 
     async def metrics(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         b = await self.ctx.store.backlog(q)
         return ok(
             {
@@ -164,7 +164,7 @@ class QueueRoutes:
         )
 
     async def purge(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         f = Fields(
             await json_object(request, optional=True), known=("delete_messages_permanently",)
         )
@@ -177,7 +177,7 @@ class QueueRoutes:
         return ok(self.ctx.queue_json(await self.admin.purge(q)))
 
     async def purge_status(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         # A purge completes inside its request, so the last one is always complete.
         return ok(
             {
@@ -189,22 +189,22 @@ class QueueRoutes:
     # ---------------------------------------------------------------- consumers
 
     async def list_consumers(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         c = self.ctx.consumer_json(q)
         return ok([] if c is None else [c])
 
-    def _consumer(self, request: web.Request) -> tuple[QueueRecord, dict[str, Any]]:
-        q = self.ctx.queue(request)
+    async def _consumer(self, request: web.Request) -> tuple[QueueRecord, dict[str, Any]]:
+        q = await self.ctx.queue(request)
         c = self.ctx.consumer_json(q)
         if c is None or c["consumer_id"] != request.match_info["consumer_id"]:
             raise ApiError(404, CONSUMER_NOT_FOUND, "Consumer not found")
         return q, c
 
     async def get_consumer(self, request: web.Request) -> web.Response:
-        return ok(self._consumer(request)[1])
+        return ok((await self._consumer(request))[1])
 
     async def create_consumer(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         consumer = await self._consumer_input(request, q)
         try:
             stored = await self.admin.create_consumer(q, consumer)
@@ -214,7 +214,7 @@ class QueueRoutes:
 
     async def update_consumer(self, request: web.Request) -> web.Response:
         """PUT updates the pull consumer, or creates it ("updates or creates")."""
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         consumer = await self._consumer_input(request, q)
         try:
             stored = await self.admin.put_consumer(q, consumer, request.match_info["consumer_id"])
@@ -262,7 +262,7 @@ class QueueRoutes:
         return pull_consumer_json(self.ctx.store.queue_by_id(q.queue_id) or q, stored)
 
     async def delete_consumer(self, request: web.Request) -> web.Response:
-        q = self.ctx.queue(request)
+        q = await self.ctx.queue(request)
         try:
             await self.admin.delete_consumer(q, request.match_info["consumer_id"])
         except ConsumerNotFound as e:

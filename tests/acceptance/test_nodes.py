@@ -184,9 +184,15 @@ async def test_a_database_restart_under_load_loses_nothing_and_readiness_comes_b
             ):
                 return r.status
 
-        restart = asyncio.create_task(asyncio.to_thread(cluster.restart, "fast"))
-        await eventually(lambda: _is(readiness(), 503), 30)
-        await restart
+        # pg_ctl restart -m fast, in two steps so that the outage can be seen
+        await asyncio.to_thread(cluster.halt, "fast")
+        try:
+            await eventually(lambda: _is(readiness(), 503), 30)
+        except AssertionError:
+            print("\n".join(a.lines[-40:]))
+            raise
+        assert a.proc.poll() is None
+        await asyncio.to_thread(cluster.start)
         await eventually(lambda: _is(readiness(), 200), 30)
         before = len(confirmed)
         await eventually(lambda: len(confirmed) >= before + 1000, 60)  # sends work again

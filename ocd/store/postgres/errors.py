@@ -31,7 +31,17 @@ def translate(e: BaseException, where: str, operation: str) -> StoreError:
                 f"{operation} failed: the database is unavailable: {e} ({where})", where, operation
             )
         return StoreError(f"{operation} failed: {e} ({where})", where, operation)
-    if isinstance(e, (OSError, asyncpg.InterfaceError, asyncio.TimeoutError, ConnectionError)):
+    if isinstance(
+        e,
+        (
+            OSError,
+            asyncpg.InterfaceError,
+            # a connection the server closed mid-operation, still in use: drop it
+            asyncpg.InternalClientError,
+            asyncio.TimeoutError,
+            ConnectionError,
+        ),
+    ):
         return StoreUnavailable(
             f"{operation} failed: cannot reach the database ({where}): {e or type(e).__name__}",
             where,
@@ -43,5 +53,11 @@ def translate(e: BaseException, where: str, operation: str) -> StoreError:
 def is_driver_error(e: BaseException) -> bool:
     return isinstance(
         e,
-        (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError),
+        (
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            asyncpg.InternalClientError,
+            OSError,
+            asyncio.TimeoutError,
+        ),
     )

@@ -140,7 +140,15 @@ class PostgresStore:
             raise StoreError("the store is closed", self.where, operation)
         try:
             async with self._pool.acquire(timeout=CONNECT_TIMEOUT_S) as conn:
-                yield conn
+                try:
+                    yield conn
+                except Exception as e:
+                    if isinstance(translate(e, self.where, operation), StoreUnavailable):
+                        # A connection that failed this way (the server went away, or it
+                        # was left mid-operation) must not be handed out again: the pool
+                        # replaces a terminated one.
+                        conn.terminate()
+                    raise
         except OcdError:
             raise
         except Exception as e:

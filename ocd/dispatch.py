@@ -118,45 +118,47 @@ class Dispatcher:
     async def _turn(self) -> None:
         """One look at the queue: start a batch, or sleep until something may be due."""
         p = self.policy
-        if not self._stopping:
-            self._changed.clear()
-            q = self.store.queue(p.queue, p.account)
-            if q is None:
-                await self._sleep(None, IDLE_RECHECK_S)
-                return
-            woken = self.store.watch(q)
-            if q.settings.delivery_paused:
-                await self._sleep(woken, IDLE_RECHECK_S)
-                return
-            cap = p.max_concurrency or AUTOSCALE_CAP
-            if len(self._inflight) >= cap:
-                await self._sleep(None, IDLE_RECHECK_S)
-                return
-            now = self.clock()
-            ready = await self.store.ready(q, now, p.max_batch_size)
-            full = ready.count >= p.max_batch_size
-            due: int | None = ready.next_visible_ms
-            go = full
-            if not full and ready.first_ready_ms is not None:
-                timeout_at = ready.first_ready_ms + int(p.max_batch_timeout_s * 1000)
-                go = now >= timeout_at
-                due = timeout_at if due is None else min(due, timeout_at)
-            if go and self._inflight and p.max_concurrency is None:
-                # Autoscaling adds a concurrent batch only for a full one, and not while
-                # the last batch failed. Held back, wait for a batch to finish or a commit
-                # (the timeout has passed already: waiting on it would spin).
-                go = full and not self._last_failed
-                if not go:
-                    due = ready.next_visible_ms
+        if self._stopping:
+            return
+        self._changed.clear()
+        # the catalogue, or the database for a queue another node made a moment ago
+        q = self.store.queue(p.queue, p.account) or await self.store.lookup(p.queue, p.account)
+        if q is None:
+            await self._sleep(None, IDLE_RECHECK_S)
+            return
+        woken = self.store.watch(q)
+        if q.settings.delivery_paused:
+            await self._sleep(woken, IDLE_RECHECK_S)
+            return
+        cap = p.max_concurrency or AUTOSCALE_CAP
+        if len(self._inflight) >= cap:
+            await self._sleep(None, IDLE_RECHECK_S)
+            return
+        now = self.clock()
+        ready = await self.store.ready(q, now, p.max_batch_size)
+        full = ready.count >= p.max_batch_size
+        due: int | None = ready.next_visible_ms
+        go = full
+        if not full and ready.first_ready_ms is not None:
+            timeout_at = ready.first_ready_ms + int(p.max_batch_timeout_s * 1000)
+            go = now >= timeout_at
+            due = timeout_at if due is None else min(due, timeout_at)
+        if go and self._inflight and p.max_concurrency is None:
+            # Autoscaling adds a concurrent batch only for a full one, and not while
+            # the last batch failed. Held back, wait for a batch to finish or a commit
+            # (the timeout has passed already: waiting on it would spin).
+            go = full and not self._last_failed
             if not go:
-                wait_s = IDLE_RECHECK_S if due is None else max(0.0, (due - now) / 1000)
-                await self._sleep(woken, min(wait_s, IDLE_RECHECK_S))
-                return
-            if not await self._claim_and_start(q, now):
-                # Another node took the batch, or (capped) holds every slot: their settles
-                # wake us, but a node that dies wakes no one, so also look again soon.
-                capped = p.max_concurrency is not None
-                await self._sleep(woken, CAPPED_RECHECK_S if capped else RACE_RECHECK_S)
+                due = ready.next_visible_ms
+        if not go:
+            wait_s = IDLE_RECHECK_S if due is None else max(0.0, (due - now) / 1000)
+            await self._sleep(woken, min(wait_s, IDLE_RECHECK_S))
+            return
+        if not await self._claim_and_start(q, now):
+            # Another node took the batch, or (capped) holds every slot: their settles
+            # wake us, but a node that dies wakes no one, so also look again soon.
+            capped = p.max_concurrency is not None
+            await self._sleep(woken, CAPPED_RECHECK_S if capped else RACE_RECHECK_S)
 
     async def _sleep(self, woken: asyncio.Event | None, timeout_s: float) -> None:
         waits = [asyncio.ensure_future(self._changed.wait())]

@@ -178,6 +178,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(_serve(config, workers, dev=args.command == "dev"))
 
 
+def _log_tasks() -> None:
+    """SIGUSR1: log where every task of the daemon is waiting (for a daemon that seems
+    stuck; the process goes on as before)."""
+    import io
+
+    for task in asyncio.all_tasks():
+        out = io.StringIO()
+        task.print_stack(limit=12, file=out)
+        log.warning("task %s:\n%s", task.get_name(), out.getvalue(), extra={"event": "task_stack"})
+
+
 def _run(coro: Any) -> int:
     try:
         import uvloop
@@ -226,6 +237,7 @@ async def _serve(config: Config, workers: list[LoadedWorker], dev: bool = False)
     loop.add_signal_handler(signal.SIGTERM, on_signal, "SIGTERM")
     loop.add_signal_handler(signal.SIGINT, on_signal, "SIGINT")
     loop.add_signal_handler(signal.SIGHUP, on_hup)
+    loop.add_signal_handler(signal.SIGUSR1, _log_tasks)
     watcher = None
     if dev:
         from ocd.cli_ops import watch_and_reload

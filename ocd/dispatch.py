@@ -26,7 +26,7 @@ from ocd.decide import decide, exhausted
 from ocd.errors import StoreError, StoreUnavailable
 from ocd.metrics import Metrics
 from ocd.producer import metrics_dict
-from ocd.store import DeadLetter, Delivery, QueueRecord, Retry, Store
+from ocd.store import Backlog, DeadLetter, Delivery, QueueRecord, Retry, Store
 from runtime import BatchMarks, ExecutionContext, Message, MessageBatch
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ class Dispatcher:
         if not claimed.deliveries:
             return bool(claimed.exhausted)
         task = asyncio.create_task(
-            self._batch(q, claimed.deliveries), name=f"ocd-batch-{self.worker}-{q.name}"
+            self._guarded(q, claimed.deliveries), name=f"ocd-batch-{self.worker}-{q.name}"
         )
         self._inflight.add(task)
         task.add_done_callback(self._finished)
@@ -232,6 +232,21 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- one batch
 
+    async def _guarded(self, q: QueueRecord, deliveries: list[Delivery]) -> None:
+        """One batch; if it fails on the way (a bug, the database gone for longer than a
+        settle is retried), its messages are handed back rather than left leased until the
+        lease lapses. Only still-leased messages are touched, so this is safe whenever the
+        failure came."""
+        try:
+            await self._batch(q, deliveries)
+        except Exception:
+            seqs = [d.seq for d in deliveries]
+            with contextlib.suppress(StoreError):
+                await asyncio.shield(
+                    self._persist(lambda: self.store.release(q, seqs, self.clock()))
+                )
+            raise
+
     async def _batch(self, q: QueueRecord, deliveries: list[Delivery]) -> None:
         p = self.policy
         started = time.monotonic()
@@ -246,7 +261,11 @@ class Dispatcher:
             )
             for d in deliveries
         ]
-        metrics = metrics_dict(await self.store.backlog(q))
+        try:
+            backlog = await self.store.backlog(q)
+        except StoreUnavailable:  # the batch's metadata is not worth holding its messages
+            backlog = Backlog(self.store.backlog_count(q), 0, 0)
+        metrics = metrics_dict(backlog)
         batch = MessageBatch(q.name, messages, metrics, marks)
         outcome = await self._invoke(batch, started)
         if outcome == "aborted":

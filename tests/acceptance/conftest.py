@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.helpers import wait_sync
@@ -181,3 +183,27 @@ def records(tmp: Path) -> list[dict[str, Any]]:
         except ValueError:  # a line cut by kill -9 mid-write
             pass
     return out
+
+
+async def produce(
+    port: int, confirmed: set[int], stop: asyncio.Event, start: int, through_outages: bool = False
+) -> None:
+    """Send batches of 10 numbered messages to the recorder until ``stop``; remember the
+    numbers whose send returned 200. When the daemon is gone the batch's fate is unknown:
+    return, or (``through_outages``) try the next batch."""
+    n = start
+    async with aiohttp.ClientSession() as s:
+        while not stop.is_set():
+            msgs = [{"body": {"n": n + i}} for i in range(10)]
+            try:
+                async with s.post(
+                    f"http://127.0.0.1:{port}/send-batch", json={"messages": msgs}
+                ) as r:
+                    if r.status == 200:
+                        confirmed.update(range(n, n + 10))
+            except aiohttp.ClientError:
+                if stop.is_set() or not through_outages:
+                    return
+                await asyncio.sleep(0.05)  # not synchronisation: the pace of retries
+                continue
+            n += 10

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 
-import aiohttp
-
-from tests.acceptance.conftest import recorder_config, records
+from tests.acceptance.conftest import produce, recorder_config, records
 from tests.helpers import eventually
 
 BATCH, CONCURRENCY = 10, 2
@@ -18,23 +16,6 @@ max_batch_size = {BATCH}
 max_batch_timeout = 0
 max_concurrency = {CONCURRENCY}
 """
-
-
-async def produce(port: int, confirmed: set[int], stop: asyncio.Event, start: int) -> None:
-    """Send batches of 10 until stopped; remember the numbers whose send returned 200."""
-    n = start
-    async with aiohttp.ClientSession() as s:
-        while not stop.is_set():
-            msgs = [{"body": {"n": n + i}} for i in range(10)]
-            try:
-                async with s.post(
-                    f"http://127.0.0.1:{port}/send-batch", json={"messages": msgs}
-                ) as r:
-                    if r.status == 200:
-                        confirmed.update(range(n, n + 10))
-            except aiohttp.ClientError:
-                return  # the daemon is gone: this send's fate is unknown
-            n += 10
 
 
 async def test_kill_9_under_load_loses_no_confirmed_message(tmp_path, ocd_processes):

@@ -11,7 +11,8 @@ from ocd.errors import StoreError
 from ocd.store.dump import Copied, Dump
 from ocd.store.postgres import sql
 from ocd.store.postgres.errors import is_driver_error, translate
-from ocd.store.postgres.store import PostgresStore, _consumer_settings
+from ocd.store.postgres.store import PostgresStore
+from ocd.store.rows import consumer_settings
 
 _TABLES = "ocd_messages, ocd_counts, ocd_consumers, ocd_queues, ocd_meta"
 _COLUMNS = (
@@ -77,7 +78,7 @@ async def load(dsn: str, dump: Dump, now_ms: int, force: bool = False) -> Copied
                     c.consumer_id,
                     c.created_ms,
                     c.dead_letter_queue,
-                    _consumer_settings(c),
+                    consumer_settings(c),
                 )
             for name, value in dump.secrets.items():
                 await conn.execute(

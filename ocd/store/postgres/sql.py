@@ -125,6 +125,16 @@ WHERE owner = $1
 RETURNING queue
 """
 
+# Claims whose reply was lost with the connection (it may have committed): their messages,
+# if the claim did commit, go back at once and with their attempt given back.
+RETURN_DOUBTFUL = """
+UPDATE ocd_messages
+SET attempts = greatest(attempts - 1, 0), visible_ms = $3, lease = NULL, lease_kind = NULL,
+    owner = NULL
+WHERE owner = $1 AND lease = ANY($2::bigint[])
+RETURNING queue
+"""
+
 # ------------------------------------------------------------------ queues
 
 SELECT_QUEUES = """
@@ -173,7 +183,20 @@ DELETE_CONSUMER = "DELETE FROM ocd_consumers WHERE queue = $1"
 PUT_META = "INSERT INTO ocd_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
 GET_META = "SELECT value FROM ocd_meta WHERE key = $1"
 
+
 # ------------------------------------------------------------------ messages
+def count_change(source: str, queue: str, shard: str, sign: str) -> str:
+    """A CTE body that adds (``sign`` "") or takes away ("-") the rows of ``source`` (a CTE
+    returning ``size``) to the counts of ``queue`` in ``shard``, in the statement that
+    changed them."""
+    return (
+        "INSERT INTO ocd_counts AS c (queue, shard, count, bytes)\n"
+        f"  SELECT {queue}, {shard}, {sign}count(*), {sign}coalesce(sum(size), 0) FROM {source}"
+        " HAVING count(*) > 0\n"
+        "  ON CONFLICT (queue, shard) DO UPDATE\n"
+        "  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes"
+    )
+
 
 # A group of sends of any number of queues: one statement inserts the rows and adds them
 # to the counts (shard $8), one more reads each queue's backlog and notifies its channel.
@@ -239,27 +262,21 @@ WHERE queue = $1 AND visible_ms > $2 AND lease_kind = 1
 """
 
 # Deletes by seq, keeping the counts: returns how many and their bytes.
-DELETE_SEQS = """
+DELETE_SEQS = f"""
 WITH d AS (
   DELETE FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1 RETURNING size),
 c AS (
-  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
-  SELECT $1, $3, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
-  ON CONFLICT (queue, shard) DO UPDATE
-  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+  {count_change("d", "$1", "$3", "-")})
 SELECT count(*) FROM d
 """
 
 # An ack-only settle in one statement and one round trip: deletes, counts, and notifies the
 # queue (a capped consumer on another node may now start a batch).
-ACK_AND_NOTIFY = """
+ACK_AND_NOTIFY = f"""
 WITH d AS (
   DELETE FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1 RETURNING size),
 c AS (
-  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
-  SELECT $1, $3, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
-  ON CONFLICT (queue, shard) DO UPDATE
-  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+  {count_change("d", "$1", "$3", "-")})
 SELECT (SELECT count(*) FROM d), pg_notify('ocd_q_' || $1, '')
 """
 
@@ -271,22 +288,16 @@ WHERE m.seq = r.seq AND m.queue + 0 = $1
 """
 
 # Same id and timestamp in the dead-letter queue ($2); attempts start again.
-MOVE_SEQS = """
+MOVE_SEQS = f"""
 WITH mv AS (
   UPDATE ocd_messages
   SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL, owner = NULL
   WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1
   RETURNING size),
 a AS (
-  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
-  SELECT $1, $5, -count(*), -coalesce(sum(size), 0) FROM mv HAVING count(*) > 0
-  ON CONFLICT (queue, shard) DO UPDATE
-  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes),
+  {count_change("mv", "$1", "$5", "-")}),
 b AS (
-  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
-  SELECT $2, $5, count(*), coalesce(sum(size), 0) FROM mv HAVING count(*) > 0
-  ON CONFLICT (queue, shard) DO UPDATE
-  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+  {count_change("mv", "$2", "$5", "")})
 SELECT count(*) FROM mv
 """
 
@@ -299,32 +310,26 @@ WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1 AND lease_kind = $3
 """
 
 # Retention and purge delete in bounded chunks, so no statement holds a queue for long.
-EXPIRE = """
+EXPIRE = f"""
 WITH d AS (
   DELETE FROM ocd_messages WHERE seq IN (
     SELECT seq FROM ocd_messages WHERE queue = $1 AND sent_ms < $2 LIMIT $3
     FOR UPDATE SKIP LOCKED)
   RETURNING size),
 c AS (
-  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
-  SELECT $1, $4, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
-  ON CONFLICT (queue, shard) DO UPDATE
-  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+  {count_change("d", "$1", "$4", "-")})
 SELECT count(*) FROM d
 """
 
 LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM ocd_messages WHERE queue = $1"
 
-PURGE_CHUNK = """
+PURGE_CHUNK = f"""
 WITH d AS (
   DELETE FROM ocd_messages WHERE seq IN (
     SELECT seq FROM ocd_messages WHERE queue = $1 AND seq <= $2 LIMIT $3)
   RETURNING size),
 c AS (
-  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
-  SELECT $1, $4, -count(*), -coalesce(sum(size), 0) FROM d HAVING count(*) > 0
-  ON CONFLICT (queue, shard) DO UPDATE
-  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+  {count_change("d", "$1", "$4", "-")})
 SELECT count(*) FROM d
 """
 

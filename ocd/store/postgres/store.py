@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import random
@@ -61,6 +60,7 @@ from ocd.store.postgres import sql
 from ocd.store.postgres.errors import is_driver_error, translate
 from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
+from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ class PostgresStore:
         self._catalogue_dirty = asyncio.Event()
         self._stopping = asyncio.Event()
         self._version = 0  # bumped by every change this node makes to its catalogue
+        self._doubtful: set[int] = set()  # PUSH leases of claims whose reply was lost
         self._closing = False
         self._down_since: float | None = None
         self.on_commit: Callable[[int, bool], None] | None = None
@@ -147,7 +148,8 @@ class PostgresStore:
                         # A connection that failed this way (the server went away, or it
                         # was left mid-operation) must not be handed out again: the pool
                         # replaces a terminated one.
-                        conn.terminate()
+                        with contextlib.suppress(Exception):
+                            conn.terminate()
                     raise
         except OcdError:
             raise
@@ -325,6 +327,8 @@ class PostgresStore:
                         await c.execute(
                             sql.REGISTER_NODE, self.node_id, socket.gethostname(), os.getpid()
                         )
+                if self._doubtful:
+                    await self._return_doubtful(int(time.time() * 1000))
                 # After an outage every node's heartbeat looks old: give the others one
                 # heartbeat's time to beat again before taking any of them for dead.
                 if time.monotonic() >= reap_after:
@@ -332,6 +336,22 @@ class PostgresStore:
             except StoreError:
                 reap_after = time.monotonic() + self.node_heartbeat_s
                 continue
+
+    async def _return_doubtful(self, now_ms: int) -> None:
+        """Hand back what claims that failed with the connection may have leased: a claim
+        can commit and lose its reply, and its messages would wait out the whole lease."""
+        leases = sorted(self._doubtful)
+        async with self._db("return leases of failed claims") as c:
+            rows = await c.fetch(sql.RETURN_DOUBTFUL, self.node_id, leases, now_ms)
+            for key in {r[0] for r in rows}:
+                await c.execute(sql.NOTIFY, sql.queue_channel(key))
+        self._doubtful.difference_update(leases)
+        if rows:
+            log.warning(
+                "returned %d message(s) leased by claims whose reply was lost",
+                len(rows),
+                extra={"event": "inflight_recovered", "count": len(rows)},
+            )
 
     async def _reap(self, now_ms: int) -> None:
         """Return the PUSH leases of nodes whose heartbeat lapsed."""
@@ -372,8 +392,8 @@ class PostgresStore:
         is dropped and the next round reads again."""
         version = self._version
         async with self._db("load catalogue") as c:
-            queues = [_queue_from_row(r) for r in await c.fetch(sql.SELECT_QUEUES)]
-            consumers = [_consumer_from_row(r) for r in await c.fetch(sql.SELECT_CONSUMERS)]
+            queues = [queue_from_row(r) for r in await c.fetch(sql.SELECT_QUEUES)]
+            consumers = [consumer_from_row(r) for r in await c.fetch(sql.SELECT_CONSUMERS)]
             counts = {r[0]: int(r[1]) for r in await c.fetch(sql.ALL_COUNTS)}
         if version != self._version:
             self._catalogue_dirty.set()
@@ -429,7 +449,7 @@ class PostgresStore:
             async with self._db("read queue") as c:
                 row = await c.fetchrow(sql.SELECT_QUEUE, account, name)
             if row is not None:
-                found = _queue_from_row(row)
+                found = queue_from_row(row)
                 self._remember(found)
                 self._catalogue_dirty.set()  # its consumer too, and anything else missed
         return found
@@ -440,7 +460,7 @@ class PostgresStore:
             async with self._db("read queue") as c:
                 row = await c.fetchrow(sql.SELECT_QUEUES + " WHERE queue_id = $1", queue_id)
             if row is not None:
-                found = _queue_from_row(row)
+                found = queue_from_row(row)
                 self._remember(found)
                 self._catalogue_dirty.set()
         return found
@@ -471,7 +491,7 @@ class PostgresStore:
                     f"a queue named {name} already exists", "queue_name", self.where, "create"
                 )
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
-        record = _queue_from_row(row)
+        record = queue_from_row(row)
         self._remember(record)
         return record
 
@@ -487,7 +507,7 @@ class PostgresStore:
                     row = await c.fetchrow(sql.SELECT_QUEUE, account, name)
                 if row is None:
                     raise
-                existing = _queue_from_row(row)
+                existing = queue_from_row(row)
                 self._remember(existing)
         if settings is None or settings == existing.settings:
             return existing
@@ -511,7 +531,7 @@ class PostgresStore:
             raise StoreConflict(
                 f"a queue named {name} already exists", "queue_name", self.where, "rename"
             ) from e
-        record = _queue_from_row(row)
+        record = queue_from_row(row)
         self._remember(record)
         self._notify(queue.key)
         return record
@@ -534,7 +554,7 @@ class PostgresStore:
                 consumer.consumer_id,
                 consumer.created_ms,
                 consumer.dead_letter_queue,
-                _consumer_settings(consumer),
+                consumer_settings(consumer),
             )
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
         _key, cid, created = row
@@ -595,6 +615,23 @@ class PostgresStore:
         lease = secrets.randbits(62) + 1
         owner = self.node_id if kind == LeaseKind.PUSH else None
         args = (queue.key, now_ms, limit, lease_until_ms, lease, int(kind), owner)
+        try:
+            return await self._claim(queue, args, max_attempts, dead_letter, max_batches)
+        except StoreUnavailable:
+            if owner is not None:  # it may have committed before the connection went
+                self._doubtful.add(lease)
+            raise
+
+    async def _claim(
+        self,
+        queue: QueueRecord,
+        args: tuple[Any, ...],
+        max_attempts: int,
+        dead_letter: DeadLetter,
+        max_batches: int | None,
+    ) -> Claimed:
+        lease = args[4]
+        now_ms = args[1]
         async with self._db("write", queue) as c:
             if max_batches is None:
                 rows = await c.fetch(sql.CLAIM, *args)  # one statement, one round trip
@@ -781,36 +818,3 @@ def _rowcount(status: str) -> int:
 
 def _settings_row(s: QueueSettings) -> tuple[int, int, bool]:
     return (s.delivery_delay_s, s.message_retention_period_s, s.delivery_paused)
-
-
-def _queue_from_row(row: Any) -> QueueRecord:
-    key, account, name, qid, created, modified, delay, retention, paused, purged = row
-    return QueueRecord(
-        key, account, name, qid, created, modified, QueueSettings(delay, retention, paused), purged
-    )
-
-
-def _consumer_settings(c: PullConsumer) -> str:
-    return json.dumps(
-        {
-            "batch_size": c.batch_size,
-            "max_retries": c.max_retries,
-            "visibility_timeout_ms": c.visibility_timeout_ms,
-            "retry_delay": c.retry_delay_s,
-        }
-    )
-
-
-def _consumer_from_row(row: Any) -> PullConsumer:
-    _key, queue, cid, created, dlq, settings = row
-    s = json.loads(settings)
-    return PullConsumer(
-        queue,
-        cid,
-        created,
-        dlq,
-        s["batch_size"],
-        s["max_retries"],
-        s["visibility_timeout_ms"],
-        s["retry_delay"],
-    )

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import fcntl
-import json
 import logging
 import os
 import secrets
@@ -49,6 +48,7 @@ from ocd.store.base import (
     Retry,
     Settled,
 )
+from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.writer import (
@@ -255,9 +255,9 @@ class SqliteStore:
 
     def _load(self, conn: sqlite3.Connection) -> None:
         for row in fetch_all(conn, sql.SELECT_QUEUES):
-            self._remember(_queue_from_row(row))
+            self._remember(queue_from_row(row))
         for row in fetch_all(conn, sql.SELECT_CONSUMERS):
-            c = _consumer_from_row(row)
+            c = consumer_from_row(row)
             self._consumers[c.queue_key] = c
         for key, count, size, oldest in fetch_all(conn, sql.COUNT_BY_QUEUE):
             self._counts[key] = [count, size]
@@ -368,7 +368,7 @@ class SqliteStore:
                 raise StoreConflict(
                     f"a queue named {name} already exists", "queue_name", self.where, "create"
                 )
-            return _queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
+            return queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
 
         record: QueueRecord = await self._submit(Call(insert))
         self._remember(record)
@@ -392,7 +392,7 @@ class SqliteStore:
                 sql.INSERT_QUEUE,
                 (account, name, secrets.token_hex(16), now_ms, now_ms, *_settings_row(s)),
             )
-            return _queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
+            return queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
 
         record: QueueRecord = await self._submit(Call(insert))
         self._remember(record)
@@ -458,7 +458,7 @@ class SqliteStore:
                     consumer.consumer_id,
                     consumer.created_ms,
                     consumer.dead_letter_queue,
-                    _consumer_settings(consumer),
+                    consumer_settings(consumer),
                 ),
             )
             _key, cid, created = rows[0]
@@ -751,38 +751,6 @@ class SqliteStore:
 
 def _settings_row(s: QueueSettings) -> tuple[int, int, int]:
     return (s.delivery_delay_s, s.message_retention_period_s, int(s.delivery_paused))
-
-
-def _queue_from_row(row: Any) -> QueueRecord:
-    key, account, name, qid, created, modified, delay, retention, paused, purged = row
-    settings = QueueSettings(delay, retention, bool(paused))
-    return QueueRecord(key, account, name, qid, created, modified, settings, purged)
-
-
-def _consumer_settings(c: PullConsumer) -> str:
-    return json.dumps(
-        {
-            "batch_size": c.batch_size,
-            "max_retries": c.max_retries,
-            "visibility_timeout_ms": c.visibility_timeout_ms,
-            "retry_delay": c.retry_delay_s,
-        }
-    )
-
-
-def _consumer_from_row(row: Any) -> PullConsumer:
-    _key, queue, cid, created, dlq, settings = row
-    s = json.loads(settings)
-    return PullConsumer(
-        queue,
-        cid,
-        created,
-        dlq,
-        s["batch_size"],
-        s["max_retries"],
-        s["visibility_timeout_ms"],
-        s["retry_delay"],
-    )
 
 
 def _size(path: Path) -> int:

@@ -1,0 +1,44 @@
+"""Rows to records, the same for every SQL backend: both keep queues and pull consumers in
+the same columns, and a consumer's settings as one JSON text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ocd.store.base import PullConsumer, QueueRecord, QueueSettings
+
+
+def queue_from_row(row: Any) -> QueueRecord:
+    """(key, account, name, queue_id, created_ms, modified_ms, delay_s, retention_s, paused,
+    purged_ms) -> QueueRecord."""
+    key, account, name, qid, created, modified, delay, retention, paused, purged = row
+    settings = QueueSettings(delay, retention, bool(paused))
+    return QueueRecord(key, account, name, qid, created, modified, settings, purged)
+
+
+def consumer_settings(c: PullConsumer) -> str:
+    return json.dumps(
+        {
+            "batch_size": c.batch_size,
+            "max_retries": c.max_retries,
+            "visibility_timeout_ms": c.visibility_timeout_ms,
+            "retry_delay": c.retry_delay_s,
+        }
+    )
+
+
+def consumer_from_row(row: Any) -> PullConsumer:
+    """(key, queue key, consumer_id, created_ms, dead_letter_queue, settings JSON)."""
+    _key, queue, cid, created, dlq, settings = row
+    s = json.loads(settings)
+    return PullConsumer(
+        queue,
+        cid,
+        created,
+        dlq,
+        s["batch_size"],
+        s["max_retries"],
+        s["visibility_timeout_ms"],
+        s["retry_delay"],
+    )

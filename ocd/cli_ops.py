@@ -145,7 +145,8 @@ def run_restore(config: Config, src: Path) -> int:
 def migrate_store(source: str, dsn: str, force: bool) -> int:
     """``ocd migrate-store``: copy a stopped SQLite node into PostgreSQL."""
     from ocd.clock import wall_ms
-    from ocd.config import load_config, redact_dsn
+    from ocd.config import load_config
+    from ocd.dsn import redact_dsn
     from ocd.errors import ConfigError, OcdError
     from ocd.store.sqlite.store import DB_NAME
     from ocd.store.transfer import sqlite_to_postgres

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ocd.configfile import File, Table, absolute_path, is_loopback, parse_listen
+from ocd.dsn import redact_dsn
 from ocd.errors import ConfigError, Problem
 
 DEFAULT_LISTEN = "127.0.0.1:8787"
@@ -54,28 +55,6 @@ class StoreConfig:
     def dsn_redacted(self) -> str | None:
         """``dsn`` with any password replaced by ``***``, for logs and error messages."""
         return None if self.dsn is None else redact_dsn(self.dsn)
-
-
-_KEYWORD_PASSWORD = re.compile(r"((?:^|\s)password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)")
-_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&#]*")
-
-
-def redact_dsn(dsn: str) -> str:
-    """``dsn`` with any password replaced by ``***``.
-
-    Handles URLs (``postgresql://user:secret@host/db``, ``?password=secret``) and libpq
-    keyword/value strings (``host=db password=secret``, quoted or not).
-    """
-    scheme, sep, rest = dsn.partition("://")
-    if not sep:
-        return _KEYWORD_PASSWORD.sub(r"\1***", dsn)
-    # An unencoded "@" or "/" may sit in the password: the user info ends at the last "@".
-    location, question, query = rest.partition("?")
-    userinfo, at, host = location.rpartition("@")
-    if at and ":" in userinfo:
-        location = f"{userinfo.partition(':')[0]}:***@{host}"
-    query = _QUERY_PASSWORD.sub(r"\1***", query)
-    return f"{scheme}://{location}{question}{query}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,9 +127,10 @@ class Binding:
         self._account = account
         self._lookup: Callable[[], QueueRecord | None] = lambda: producer.store.queue(name, account)
 
-    async def _queue(self) -> QueueRecord:
-        # The catalogue first (no await on the hot path); the database only on a miss.
-        q = self._lookup() or await self._producer.store.lookup(self._name, self._account)
+    async def _missed(self) -> QueueRecord:
+        """Not in the catalogue: the database may know it (made on another node a moment
+        ago). Only a miss pays this coroutine; a send finds its queue with ``_lookup``."""
+        q = await self._producer.store.lookup(self._name, self._account)
         if q is None:
             raise QueueNotFound(self._name)
         return q
@@ -137,8 +138,10 @@ class Binding:
     async def send_batch(
         self, items: Sequence[tuple[Any, Any, Any]], batch_delay: Any
     ) -> dict[str, Any]:
-        backlog = await self._producer.send(await self._queue(), items, batch_delay)
+        q = self._lookup() or await self._missed()
+        backlog = await self._producer.send(q, items, batch_delay)
         return metrics_dict(backlog)
 
     async def metrics(self) -> dict[str, Any]:
-        return metrics_dict(await self._producer.store.backlog(await self._queue()))
+        q = self._lookup() or await self._missed()
+        return metrics_dict(await self._producer.store.backlog(q))

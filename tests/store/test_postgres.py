@@ -17,9 +17,10 @@ import time
 import asyncpg
 import pytest
 
+from ocd.dsn import redact_dsn
 from ocd.errors import QueueNotFound, StoreCorrupt, StoreUnavailable
 from ocd.store import DeadLetter, LeaseKind, NewMessage, QueueSettings
-from ocd.store.postgres import PostgresStore, redact
+from ocd.store.postgres import PostgresStore
 from ocd.store.postgres import sql as pg_sql
 from tests import pg
 from tests.helpers import eventually
@@ -184,7 +185,7 @@ async def test_an_unreachable_database_is_a_clear_unavailable_error_without_the_
     with pytest.raises(StoreUnavailable) as e:
         await PostgresStore(dsn).open(T0)
     assert "hunter2" not in str(e.value) and "ocd:***@127.0.0.1" in str(e.value)
-    assert redact("host=db password=s3cret dbname=ocd") == "host=db password=*** dbname=ocd"
+    assert redact_dsn("host=db password=s3cret dbname=ocd") == "host=db password=*** dbname=ocd"
 
 
 async def test_sends_fail_retryably_while_the_database_is_down_and_recover_by_themselves():

@@ -1,5 +1,5 @@
 """The PostgreSQL backend: one database shared by any number of ocd nodes (asyncpg)."""
 
-from ocd.store.postgres.store import PostgresStore, redact
+from ocd.store.postgres.store import PostgresStore
 
-__all__ = ["PostgresStore", "redact"]
+__all__ = ["PostgresStore"]

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 
 import asyncpg
 
-from ocd.errors import StoreConflict, StoreCorrupt, StoreError, StoreFull, StoreUnavailable
+from ocd.errors import (
+    OcdError,
+    StoreConflict,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreUnavailable,
+)
 
 # SQLSTATE classes: 08 connection, 57P shutdown/crash, 53 insufficient resources
 _UNAVAILABLE_STATES = ("08", "57P", "53300", "40001", "40P01", "55P03", "58")
@@ -61,3 +70,17 @@ def is_driver_error(e: BaseException) -> bool:
             asyncio.TimeoutError,
         ),
     )
+
+
+@contextlib.contextmanager
+def translating(where: str, operation: str) -> Iterator[None]:
+    """Driver errors raised inside become ocd's store errors; ocd's own and anything else
+    (a bug) pass through as they are."""
+    try:
+        yield
+    except OcdError:
+        raise
+    except Exception as e:
+        if not is_driver_error(e):
+            raise
+        raise translate(e, where, operation) from e

@@ -34,14 +34,12 @@ class Feed:
         self._on_catalogue = on_catalogue
         self._conn: asyncpg.Connection | None = None
         self._channels: set[str] = set()
-        self.connected = False
 
     async def ensure(self) -> bool:
         """Connected and listening on every channel asked for; False if the database
         cannot be reached now."""
         if self._conn is not None and not self._conn.is_closed():
             return True
-        self.connected = False
         try:
             conn = await self._connect()
             await conn.add_listener(sql.CATALOGUE_CHANNEL, self._notified)
@@ -51,7 +49,6 @@ class Feed:
             log.debug("change feed: cannot connect: %s", e)
             return False
         self._conn = conn
-        self.connected = True
         return True
 
     def listen(self, key: int) -> None:
@@ -80,7 +77,6 @@ class Feed:
             with contextlib.suppress(Exception):
                 await self._conn.close(timeout=2)
             self._conn = None
-        self.connected = False
 
 
 def _quiet(task: asyncio.Task[Any]) -> None:

@@ -104,7 +104,6 @@ ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()
 """
 HEARTBEAT = "UPDATE ocd_nodes SET heartbeat_at = now() WHERE node_id = $1"
 FORGET_NODE = "DELETE FROM ocd_nodes WHERE node_id = $1"
-LIVE_NODES = "SELECT count(*) FROM ocd_nodes"
 
 # PUSH leases of nodes whose heartbeat lapsed become ready now; the attempt their claim
 # spent stays spent, so a message that kills its nodes cannot loop for ever.
@@ -143,7 +142,6 @@ SELECT key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s, 
 FROM ocd_queues
 """
 SELECT_QUEUE = SELECT_QUEUES + " WHERE account = $1 AND name = $2"
-SELECT_QUEUE_BY_KEY = SELECT_QUEUES + " WHERE key = $1"
 
 INSERT_QUEUE = """
 INSERT INTO ocd_queues (account, name, queue_id, created_ms, modified_ms,
@@ -343,3 +341,36 @@ WHERE queue = $1 AND visible_ms <= $2 ORDER BY visible_ms LIMIT $3
 NOT_READY = """
 SELECT count(*), count(lease_kind) FROM ocd_messages WHERE queue = $1 AND visible_ms > $2
 """
+
+
+# ------------------------------------------------------------------ migrate-store (load.py)
+
+HOLDS_DATA = "SELECT (SELECT count(*) FROM ocd_queues) + (SELECT count(*) FROM ocd_messages)"
+WIPE = "TRUNCATE ocd_messages, ocd_counts, ocd_consumers, ocd_queues, ocd_meta RESTART IDENTITY"
+COPY_QUEUE = """
+INSERT INTO ocd_queues (account, name, queue_id, created_ms, modified_ms,
+                        delivery_delay_s, retention_s, paused, purged_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+RETURNING key
+"""
+COPY_META = """
+INSERT INTO ocd_meta (key, value) VALUES ($1, $2)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value
+"""
+COPY_COLUMNS = (
+    "seq",
+    "queue",
+    "id",
+    "content_type",
+    "body",
+    "size",
+    "sent_ms",
+    "visible_ms",
+    "attempts",
+)
+# new messages continue after the copied ones' seqs
+SEQ_AFTER_COPY = """
+SELECT setval(pg_get_serial_sequence('ocd_messages', 'seq'),
+              greatest((SELECT max(seq) FROM ocd_messages), 1))
+"""
+COPY_COUNTS = "INSERT INTO ocd_counts (queue, shard, count, bytes) VALUES ($1, 0, $2, $3)"

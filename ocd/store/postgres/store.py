@@ -31,6 +31,7 @@ from typing import Any
 
 import asyncpg
 
+from ocd.dsn import redact_dsn
 from ocd.errors import (
     OcdError,
     QueueNotFound,
@@ -57,7 +58,7 @@ from ocd.store.base import (
     Settled,
 )
 from ocd.store.postgres import sql
-from ocd.store.postgres.errors import is_driver_error, translate
+from ocd.store.postgres.errors import is_driver_error, translate, translating
 from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
 from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row
@@ -69,20 +70,6 @@ CONNECT_TIMEOUT_S = 5.0
 COMMAND_TIMEOUT_S = 30.0
 
 
-def redact(dsn: str) -> str:
-    """The DSN without its password, for messages and logs."""
-    if "://" in dsn:
-        scheme, rest = dsn.split("://", 1)
-        if "@" in rest:
-            cred, host = rest.rsplit("@", 1)
-            if ":" in cred:
-                cred = cred.split(":", 1)[0] + ":***"
-            rest = f"{cred}@{host}"
-        dsn = f"{scheme}://{rest}"
-    parts = [("password=***" if p.startswith("password=") else p) for p in dsn.split(" ")]
-    return " ".join(parts)
-
-
 class PostgresStore:
     def __init__(
         self,
@@ -92,7 +79,7 @@ class PostgresStore:
         node_heartbeat_s: float = 15.0,
     ) -> None:
         self.dsn = dsn
-        self.where = redact(dsn)
+        self.where = redact_dsn(dsn)
         self.durability = durability
         self.pool_size = pool_size
         self.node_heartbeat_s = node_heartbeat_s
@@ -179,23 +166,14 @@ class PostgresStore:
     # ---------------------------------------------------------------- lifecycle
 
     async def open(self, now_ms: int) -> None:
-        try:
+        with translating(self.where, "connect"):
             conn = await self._connect()
-        except Exception as e:
-            if not is_driver_error(e):
-                raise
-            raise translate(e, self.where, "connect") from e
         try:
-            await self._migrate(conn)
-        except OcdError:
-            raise
-        except Exception as e:
-            if not is_driver_error(e):
-                raise
-            raise translate(e, self.where, "migrate") from e
+            with translating(self.where, "migrate"):
+                await self._migrate(conn)
         finally:
             await conn.close()
-        try:
+        with translating(self.where, "connect"):
             self._pool = await asyncpg.create_pool(
                 self.dsn,
                 min_size=1,
@@ -212,10 +190,6 @@ class PostgresStore:
                     "enable_bitmapscan": "off",
                 },
             )
-        except Exception as e:
-            if not is_driver_error(e):
-                raise
-            raise translate(e, self.where, "connect") from e
         try:
             async with self._db("register node") as c:
                 await c.execute(sql.REGISTER_NODE, self.node_id, socket.gethostname(), os.getpid())

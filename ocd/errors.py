@@ -23,6 +23,7 @@
     ├── ConsumerExists         the queue already has a consumer (one at a time); ``queue``
     ├── ConsumerNotFound       no consumer of that id on the queue; ``queue``, ``consumer_id``
     └── QueueSendError         a send broke a Cloudflare Queues limit; str() is "<cause> (<code>)"
+        └── QueueSendArgumentError  wrong FIFO keys for the queue (also a TypeError)
 
 Worker-facing TypeErrors (wrong body for a content type, unknown content type) are plain
 ``TypeError`` as in workerd, not part of this tree.
@@ -184,3 +185,9 @@ class QueueSendError(OcdError):
         self.cause = cause
         self.code = code
         super().__init__(f"{cause} ({code})")
+
+
+class QueueSendArgumentError(QueueSendError, TypeError):
+    """A send named the wrong FIFO keys for its queue (a group id on a standard queue, none
+    on a FIFO one, a malformed id, a delay on a FIFO queue): a ``TypeError`` to worker code,
+    a 400 on the REST API."""

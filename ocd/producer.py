@@ -7,8 +7,10 @@ no trace; the call returns only after the store has committed the messages.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,9 +18,9 @@ from typing import Any
 from ocd import codec
 from ocd.clock import Clock, wall_ms
 from ocd.decide import send_delay
-from ocd.errors import QueueNotFound, QueueSendError
+from ocd.errors import QueueNotFound, QueueSendArgumentError, QueueSendError
 from ocd.metrics import Metrics
-from ocd.store import Backlog, NewMessage, QueueRecord, Store
+from ocd.store import Backlog, FifoSent, NewMessage, QueueRecord, Store
 
 MAX_MESSAGE_BYTES = 128_000
 MAX_BATCH_MESSAGES = 100
@@ -42,6 +44,59 @@ def check_delay(value: Any) -> int | None:
             MESSAGE_METADATA_INVALID,
         )
     return value
+
+
+# SQS's alphabet for message group and deduplication ids: printable ASCII, no space.
+_FIFO_ID = re.compile(r"[!-~]{1,128}")
+
+
+def check_fifo_id(value: Any, what: str) -> str:
+    """A message group or deduplication id: 1..128 printable ASCII characters, no space."""
+    if not isinstance(value, str) or _FIFO_ID.fullmatch(value) is None:
+        raise QueueSendArgumentError(
+            f"{what} {value!r} is invalid: must be 1 to 128 characters of letters, digits "
+            "and punctuation (printable ASCII without spaces)",
+            MESSAGE_METADATA_INVALID,
+        )
+    return value
+
+
+def _fifo_keys(
+    queue: QueueRecord, group: Any, dedup: Any, delay: int | None, batch_delay: int | None,
+    data: bytes,
+) -> tuple[str | None, str | None]:
+    """Check a message's FIFO keys against its queue; (group, deduplication id)."""
+    if not queue.fifo:
+        if group is not None or dedup is not None:
+            what = "messageGroupId" if group is not None else "messageDeduplicationId"
+            raise QueueSendArgumentError(
+                f"{what} is only valid on FIFO queues (names ending in .fifo); "
+                f"{queue.name} is a standard queue",
+                MESSAGE_METADATA_INVALID,
+            )
+        return None, None
+    if group is None:
+        raise QueueSendArgumentError(
+            f"messageGroupId is required on the FIFO queue {queue.name}",
+            MESSAGE_METADATA_INVALID,
+        )
+    if delay or batch_delay:
+        raise QueueSendArgumentError(
+            f"delaySeconds must be 0 on the FIFO queue {queue.name}: per-message and "
+            "per-batch delays are not supported on FIFO queues (the queue's delivery_delay "
+            "applies)",
+            MESSAGE_METADATA_INVALID,
+        )
+    g = check_fifo_id(group, "messageGroupId")
+    if dedup is not None:
+        return g, check_fifo_id(dedup, "messageDeduplicationId")
+    if not queue.settings.content_based_deduplication:
+        raise QueueSendArgumentError(
+            f"messageDeduplicationId is required on the FIFO queue {queue.name}, which does "
+            "not have content_based_deduplication turned on",
+            MESSAGE_METADATA_INVALID,
+        )
+    return g, hashlib.sha256(data).hexdigest()
 
 
 # Message ids need to be unique, not secret (leases and refs are signed separately), and a
@@ -71,10 +126,22 @@ class Producer:
     async def send(
         self,
         queue: QueueRecord,
-        items: Sequence[tuple[Any, Any, Any]],
+        items: Sequence[tuple[Any, Any, Any, Any, Any]],
         batch_delay: Any = None,
     ) -> Backlog:
-        """Store ``(body, content_type, delay_s)`` items, all or none."""
+        """Store ``(body, content_type, delay_s, group_id, deduplication_id)`` items
+        (``None``: not given), all or none."""
+        backlog, _ = await self.send_detailed(queue, items, batch_delay)
+        return backlog
+
+    async def send_detailed(
+        self,
+        queue: QueueRecord,
+        items: Sequence[tuple[Any, Any, Any, Any, Any]],
+        batch_delay: Any = None,
+    ) -> tuple[Backlog, list[FifoSent] | None]:
+        """``send``, also answering for a FIFO queue each message's stored id and sequence
+        number, and whether it was a duplicate."""
         if len(items) > MAX_BATCH_MESSAGES:
             raise QueueSendError(
                 f"batch message count of {len(items)} exceeds limit of {MAX_BATCH_MESSAGES}",
@@ -85,7 +152,8 @@ class Producer:
         now = self.clock()
         messages: list[NewMessage] = []
         total = 0
-        for body, ctype, delay in items:
+        fifo = queue.fifo
+        for body, ctype, delay, group, dedup in items:
             ctype = codec.normalize_content_type(ctype)
             data = codec.encode(body, ctype)
             if len(data) > MAX_MESSAGE_BYTES:
@@ -94,24 +162,34 @@ class Producer:
                     MESSAGE_SIZE_OUT_OF_BOUNDS,
                 )
             total += len(data)
-            delay_s = send_delay(check_delay(delay), batch_delay, queue_delay)
+            delay = check_delay(delay)
+            if fifo or group is not None or dedup is not None:
+                g, d = _fifo_keys(queue, group, dedup, delay, batch_delay, data)
+                visible = now + queue_delay * 1000
+                messages.append(NewMessage(new_message_id(), ctype, data, now, visible, g, d))
+                continue
+            delay_s = send_delay(delay, batch_delay, queue_delay)
             messages.append(NewMessage(new_message_id(), ctype, data, now, now + delay_s * 1000))
         if total > MAX_BATCH_BYTES:
             raise QueueSendError(
                 f"batch size of {total} bytes exceeds limit of {MAX_BATCH_BYTES}",
                 BATCH_SIZE_OUT_OF_BOUNDS,
             )
-        if self.metrics is None:
-            return await self.store.enqueue(queue, messages)
         started = time.perf_counter()
-        backlog = await self.store.enqueue(queue, messages)
+        sent: list[FifoSent] | None = None
+        if fifo:
+            backlog, sent = await self.store.enqueue_fifo(queue, messages)
+        else:
+            backlog = await self.store.enqueue(queue, messages)
+        if self.metrics is None:
+            return backlog, sent
         self.metrics.send_commit.observe(time.perf_counter() - started)
         labels = (queue.account, queue.name)
         counter = self._sent.get(labels)
         if counter is None:
             counter = self._sent[labels] = self.metrics.sent.labels(*labels)
-        counter.inc(len(messages))
-        return backlog
+        counter.inc(len(messages) if sent is None else sum(not s.duplicate for s in sent))
+        return backlog, sent
 
     def binding(self, name: str, account: str) -> Binding:
         return Binding(self, name, account)
@@ -136,7 +214,7 @@ class Binding:
         return q
 
     async def send_batch(
-        self, items: Sequence[tuple[Any, Any, Any]], batch_delay: Any
+        self, items: Sequence[tuple[Any, Any, Any, Any, Any]], batch_delay: Any
     ) -> dict[str, Any]:
         q = self._lookup() or await self._missed()
         backlog = await self._producer.send(q, items, batch_delay)

@@ -23,10 +23,11 @@ class QueueBackend(Protocol):
     """What ocd plugs in behind a binding; worker code never sees it."""
 
     async def send_batch(
-        self, items: Sequence[tuple[Any, Any, Any]], batch_delay: Any
+        self, items: Sequence[tuple[Any, Any, Any, Any, Any]], batch_delay: Any
     ) -> dict[str, Any]:
-        """Store ``(body, contentType, delaySeconds)`` items (``None`` = unset) atomically
-        and return the queue's backlog metrics, camel-cased."""
+        """Store ``(body, contentType, delaySeconds, messageGroupId,
+        messageDeduplicationId)`` items (``None`` = unset) atomically and return the
+        queue's backlog metrics, camel-cased."""
         ...
 
     async def metrics(self) -> dict[str, Any]: ...
@@ -63,14 +64,28 @@ class Queue:
         *,
         contentType: Any = _MISSING,
         delaySeconds: Any = _MISSING,
+        messageGroupId: Any = _MISSING,
+        messageDeduplicationId: Any = _MISSING,
         content_type: Any = _MISSING,
         delay_seconds: Any = _MISSING,
+        message_group_id: Any = _MISSING,
+        message_deduplication_id: Any = _MISSING,
     ) -> JsDict:
         if body is _MISSING:
             raise TypeError("Message body cannot be undefined")
         ctype = _option(options, "contentType", "content_type", contentType, content_type)
         delay = _option(options, "delaySeconds", "delay_seconds", delaySeconds, delay_seconds)
-        metrics = await self._backend.send_batch([(body, ctype, delay)], None)
+        group = _option(
+            options, "messageGroupId", "message_group_id", messageGroupId, message_group_id
+        )
+        dedup = _option(
+            options,
+            "messageDeduplicationId",
+            "message_deduplication_id",
+            messageDeduplicationId,
+            message_deduplication_id,
+        )
+        metrics = await self._backend.send_batch([(body, ctype, delay, group, dedup)], None)
         return JsDict({"metadata": JsDict({"metrics": JsDict(metrics)})})
 
     async def sendBatch(
@@ -82,7 +97,7 @@ class Queue:
         delaySeconds: Any = _MISSING,
         delay_seconds: Any = _MISSING,
     ) -> JsDict:
-        items: list[tuple[Any, Any, Any]] = []
+        items: list[tuple[Any, Any, Any, Any, Any]] = []
         for m in messages:
             if not isinstance(m, Mapping):
                 raise TypeError(
@@ -96,6 +111,8 @@ class Queue:
                     m["body"],
                     _option(m, "contentType", "content_type"),
                     _option(m, "delaySeconds", "delay_seconds"),
+                    _option(m, "messageGroupId", "message_group_id"),
+                    _option(m, "messageDeduplicationId", "message_deduplication_id"),
                 )
             )
         if not items:
@@ -141,18 +158,53 @@ class BatchMarks:
 
 
 class Message:
-    """One delivered message: ``id``, ``timestamp``, ``body``, ``attempts`` (from 1)."""
+    """One delivered message: ``id``, ``timestamp``, ``body``, ``attempts`` (from 1); on a
+    FIFO queue also ``groupId``, ``sequenceNumber`` and ``deduplicationId`` (``None`` on a
+    standard queue; snake-case aliases ``group_id``, ``sequence_number``,
+    ``deduplication_id``)."""
 
-    __slots__ = ("_marks", "attempts", "body", "id", "timestamp")
+    __slots__ = (
+        "_marks",
+        "attempts",
+        "body",
+        "deduplicationId",
+        "groupId",
+        "id",
+        "sequenceNumber",
+        "timestamp",
+    )
 
     def __init__(
-        self, id: str, timestamp: dt.datetime, body: Any, attempts: int, marks: BatchMarks
+        self,
+        id: str,
+        timestamp: dt.datetime,
+        body: Any,
+        attempts: int,
+        marks: BatchMarks,
+        group_id: str | None = None,
+        sequence_number: int | None = None,
+        deduplication_id: str | None = None,
     ) -> None:
         self.id = id
         self.timestamp = timestamp
         self.body = body
         self.attempts = attempts
         self._marks = marks
+        self.groupId = group_id
+        self.sequenceNumber = sequence_number
+        self.deduplicationId = deduplication_id
+
+    @property
+    def group_id(self) -> str | None:
+        return self.groupId
+
+    @property
+    def sequence_number(self) -> int | None:
+        return self.sequenceNumber
+
+    @property
+    def deduplication_id(self) -> str | None:
+        return self.deduplicationId
 
     def ack(self) -> None:
         """Acknowledge this message: it will not be delivered again, even if the handler

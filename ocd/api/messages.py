@@ -28,7 +28,13 @@ from ocd.pull import MAX_WAIT_MS
 from ocd.store import Backlog, Delivery, PullConsumer, QueueRecord
 
 REST_CONTENT_TYPES = ("json", "text")
-MESSAGE_KEYS = ("body", "content_type", "delay_seconds")
+MESSAGE_KEYS = (
+    "body",
+    "content_type",
+    "delay_seconds",
+    "message_group_id",
+    "message_deduplication_id",
+)
 
 
 def metrics_json(b: Backlog) -> dict[str, int]:
@@ -58,7 +64,7 @@ def body_json(d: Delivery) -> str:
     return base64.b64encode(d.body).decode()
 
 
-def _item(f: Fields) -> tuple[Any, str, int | None]:
+def _item(f: Fields) -> tuple[Any, str, int | None, str | None, str | None]:
     if "body" not in f:
         raise invalid('"body" is required', f.where("body"))
     ctype = f.string("content_type", "json")
@@ -73,7 +79,9 @@ def _item(f: Fields) -> tuple[Any, str, int | None]:
     if ctype == "text" and not isinstance(body, str):
         raise invalid('a "text" message needs a string body', f.where("body"))
     delay = f.integer("delay_seconds", 0, MAX_DELAY_S, None)
-    return body, ctype, delay
+    group = f.string("message_group_id", None)
+    dedup = f.string("message_deduplication_id", None)
+    return body, ctype, delay, group, dedup
 
 
 class MessageRoutes:

@@ -36,6 +36,18 @@ The rules every backend keeps:
   ``CATALOGUE_FRESH_S``.
 - **Errors**: driver errors become ``ocd.errors`` store errors at one boundary per backend:
   ``StoreUnavailable`` (retryable), ``StoreFull``, ``StoreConflict``, ``StoreCorrupt``.
+- **FIFO queues** (``QueueRecord.fifo``): every message has a group and a sequence number,
+  strictly increasing per queue in commit order and never reused (a dead-letter move gives
+  a new one in the dead-letter queue). A group's *head* is its message of lowest sequence
+  number; a claim takes only heads that are ready, then the consecutive ready messages
+  after them, so no message of a group is leased while an earlier one is leased, waiting
+  out a retry delay or otherwise not ready (groups are kept in their own indexed table,
+  so that a deep group never slows the claims of others). A settle that retries or
+  dead-letters a message also releases, attempt given back, every later message of its
+  group held under the same lease and not acked in that settle. A send whose deduplication
+  id was sent to the queue (or its group, with ``deduplication_scope = "message_group"``)
+  within ``DEDUP_WINDOW_MS`` of its ``sent_ms`` stores nothing and answers with the
+  earlier message's id and sequence number; acks do not end the window, a purge does.
 - **Durability**: ``enqueue`` and queue administration return once committed durably (fsync
   or synchronous commit); claims, settles and releases may be committed without waiting for
   the disk, since losing one to a power cut only means a redelivery.
@@ -50,6 +62,8 @@ from enum import IntEnum
 from typing import NamedTuple, Protocol
 
 CATALOGUE_FRESH_S = 1.0  # another node's queue change is seen within this long
+FIFO_SUFFIX = ".fifo"
+DEDUP_WINDOW_MS = 300_000  # a FIFO deduplication id is remembered this long after its send
 
 
 class LeaseKind(IntEnum):
@@ -62,6 +76,10 @@ class QueueSettings:
     delivery_delay_s: int = 0
     message_retention_period_s: int = 345_600
     delivery_paused: bool = False
+    # FIFO queues only (a name ending in ".fifo"): a send without a deduplication id is
+    # deduplicated by the SHA-256 of its body; and whether ids are unique per queue or per group
+    content_based_deduplication: bool = False
+    deduplication_scope: str = "queue"  # or "message_group"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +92,11 @@ class QueueRecord:
     modified_ms: int
     settings: QueueSettings
     purged_ms: int | None = None  # when the last purge ran (it completes at once)
+
+    @property
+    def fifo(self) -> bool:
+        """A FIFO queue: its name ends in ``.fifo`` (SQS's rule, the same on every surface)."""
+        return self.name.endswith(FIFO_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +124,8 @@ class NewMessage(NamedTuple):
     body: bytes
     sent_ms: int
     visible_ms: int
+    group: str | None = None  # FIFO: the message group (required there, absent elsewhere)
+    dedup: str | None = None  # FIFO: the deduplication id (explicit or the body's SHA-256)
 
 
 class Delivery(NamedTuple):
@@ -113,6 +138,18 @@ class Delivery(NamedTuple):
     sent_ms: int
     attempts: int
     lease: int
+    group: str | None = None  # FIFO queues: message group, sequence number, deduplication id
+    sequence: int | None = None
+    dedup: str | None = None
+
+
+class FifoSent(NamedTuple):
+    """One message of a FIFO send: the id and sequence number it is stored under (for a
+    duplicate, those of the message it duplicates) and whether it was a duplicate."""
+
+    id: str
+    sequence: int
+    duplicate: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +286,15 @@ class Store(Protocol):
 
     async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
         """Store every message or none, durably, and return the queue's backlog after them.
-        Concurrent callers share a transaction (group commit)."""
+        Concurrent callers share a transaction (group commit). On a FIFO queue this is
+        ``enqueue_fifo`` without its per-message answers."""
+
+    async def enqueue_fifo(
+        self, queue: QueueRecord, messages: Sequence[NewMessage]
+    ) -> tuple[Backlog, list[FifoSent]]:
+        """``enqueue`` for a FIFO queue (every message has a ``group``): applies
+        deduplication, including between messages of this call, and gives sequence numbers
+        in order. One ``FifoSent`` per message, in order."""
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         """What a dispatcher needs to decide whether a batch should go out now."""

@@ -11,10 +11,21 @@ from ocd.store.base import PullConsumer, QueueRecord, QueueSettings
 
 def queue_from_row(row: Any) -> QueueRecord:
     """(key, account, name, queue_id, created_ms, modified_ms, delay_s, retention_s, paused,
-    purged_ms) -> QueueRecord."""
-    key, account, name, qid, created, modified, delay, retention, paused, purged = row
-    settings = QueueSettings(delay, retention, bool(paused))
+    purged_ms, content_dedup, dedup_scope) -> QueueRecord."""
+    key, account, name, qid, created, modified, delay, retention, paused, purged, cbd, scope = row
+    settings = QueueSettings(delay, retention, bool(paused), bool(cbd), scope)
     return QueueRecord(key, account, name, qid, created, modified, settings, purged)
+
+
+def settings_row(s: QueueSettings) -> tuple[int, int, bool, bool, str]:
+    """The settings columns (delay_s, retention_s, paused, content_dedup, dedup_scope)."""
+    return (
+        s.delivery_delay_s,
+        s.message_retention_period_s,
+        s.delivery_paused,
+        s.content_based_deduplication,
+        s.deduplication_scope,
+    )
 
 
 def consumer_settings(c: PullConsumer) -> str:

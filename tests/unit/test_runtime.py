@@ -79,7 +79,11 @@ async def test_send_accepts_keywords_options_dict_and_snake_case():
     r = await q.send("x", contentType="text", delaySeconds=3)
     await q.send("y", {"contentType": "text", "delaySeconds": 4})
     await q.send("z", content_type="bytes", delay_seconds=5)
-    assert [c[0][0] for c in rec.calls] == [("x", "text", 3), ("y", "text", 4), ("z", "bytes", 5)]
+    assert [c[0][0] for c in rec.calls] == [
+        ("x", "text", 3, None, None),
+        ("y", "text", 4, None, None),
+        ("z", "bytes", 5, None, None),
+    ]
     assert r.metadata.metrics.backlogCount == 1
 
 
@@ -90,8 +94,8 @@ async def test_send_batch_forms():
         [{"body": 1}, {"body": "t", "contentType": "text", "delaySeconds": 2}], delaySeconds=9
     )
     await q.send_batch([{"body": 2, "delay_seconds": 1}])
-    assert rec.calls[0] == ([(1, None, None), ("t", "text", 2)], 9)
-    assert rec.calls[1] == ([(2, None, 1)], None)
+    assert rec.calls[0] == ([(1, None, None, None, None), ("t", "text", 2, None, None)], 9)
+    assert rec.calls[1] == ([(2, None, 1, None, None)], None)
 
 
 async def test_send_batch_rejects_empty_and_bodyless():

@@ -86,6 +86,35 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE ocd_counts SET (autovacuum_vacuum_scale_factor = 0,
                                 autovacuum_vacuum_threshold = 1000);
     """,
+    """
+    -- FIFO queues (names ending in .fifo): settings, the last sequence number given, and per
+    -- message its group, deduplication id and sequence number.
+    ALTER TABLE ocd_queues ADD COLUMN content_dedup boolean NOT NULL DEFAULT false,
+                           ADD COLUMN dedup_scope text NOT NULL DEFAULT 'queue',
+                           ADD COLUMN fifo_seq bigint NOT NULL DEFAULT 0;
+    ALTER TABLE ocd_messages ADD COLUMN grp text, ADD COLUMN dedup text, ADD COLUMN fseq bigint;
+    CREATE INDEX ocd_messages_group ON ocd_messages (queue, grp, fseq) WHERE grp IS NOT NULL;
+    -- One row per FIFO group with messages: ready_ms is when its head (lowest fseq) is
+    -- visible, so the ready groups are a range of one index however deep any group is.
+    CREATE TABLE ocd_groups (
+        queue    bigint NOT NULL REFERENCES ocd_queues (key) ON DELETE CASCADE,
+        grp      text   NOT NULL,
+        ready_ms bigint NOT NULL,
+        PRIMARY KEY (queue, grp)
+    );
+    CREATE INDEX ocd_groups_ready ON ocd_groups (queue, ready_ms);
+    -- Deduplication ids seen in the last five minutes (scope: '' or the group).
+    CREATE TABLE ocd_dedup (
+        queue      bigint NOT NULL REFERENCES ocd_queues (key) ON DELETE CASCADE,
+        scope      text   NOT NULL,
+        dedup      text   NOT NULL,
+        expires_ms bigint NOT NULL,
+        message_id text   NOT NULL,
+        fseq       bigint NOT NULL,
+        PRIMARY KEY (queue, scope, dedup)
+    );
+    CREATE INDEX ocd_dedup_expires ON ocd_dedup (expires_ms);
+    """,
 )
 
 CATALOGUE_CHANNEL = "ocd_catalogue"
@@ -138,26 +167,27 @@ RETURNING queue
 
 SELECT_QUEUES = """
 SELECT key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s, retention_s,
-       paused, purged_ms
+       paused, purged_ms, content_dedup, dedup_scope
 FROM ocd_queues
 """
 SELECT_QUEUE = SELECT_QUEUES + " WHERE account = $1 AND name = $2"
 
 INSERT_QUEUE = """
 INSERT INTO ocd_queues (account, name, queue_id, created_ms, modified_ms,
-                        delivery_delay_s, retention_s, paused)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                        delivery_delay_s, retention_s, paused, content_dedup, dedup_scope)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (account, name) DO NOTHING
 RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s,
-          retention_s, paused, purged_ms
+          retention_s, paused, purged_ms, content_dedup, dedup_scope
 """
 
 UPDATE_QUEUE = """
 UPDATE ocd_queues
-SET name = $1, modified_ms = $2, delivery_delay_s = $3, retention_s = $4, paused = $5
-WHERE key = $6
+SET name = $1, modified_ms = $2, delivery_delay_s = $3, retention_s = $4, paused = $5,
+    content_dedup = $6, dedup_scope = $7
+WHERE key = $8
 RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_s,
-          retention_s, paused, purged_ms
+          retention_s, paused, purged_ms, content_dedup, dedup_scope
 """
 
 DELETE_QUEUE = "DELETE FROM ocd_queues WHERE key = $1"

@@ -61,7 +61,7 @@ from ocd.store.postgres import sql
 from ocd.store.postgres.errors import is_driver_error, translate, translating
 from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
-from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row
+from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row, settings_row
 
 log = logging.getLogger(__name__)
 
@@ -458,7 +458,7 @@ class PostgresStore:
                 secrets.token_hex(16),
                 now_ms,
                 now_ms,
-                *_settings_row(settings),
+                *settings_row(settings),
             )
             if row is None:
                 raise StoreConflict(
@@ -495,7 +495,7 @@ class PostgresStore:
             async with self._db("update queue") as c, c.transaction():
                 await self._durable(c)
                 row = await c.fetchrow(
-                    sql.UPDATE_QUEUE, name, now_ms, *_settings_row(settings), queue.key
+                    sql.UPDATE_QUEUE, name, now_ms, *settings_row(settings), queue.key
                 )
                 if row is None:
                     raise QueueNotFound(queue.name)
@@ -790,5 +790,3 @@ def _rowcount(status: str) -> int:
         return 0
 
 
-def _settings_row(s: QueueSettings) -> tuple[int, int, bool]:
-    return (s.delivery_delay_s, s.message_retention_period_s, s.delivery_paused)

@@ -48,7 +48,7 @@ from ocd.store.base import (
     Retry,
     Settled,
 )
-from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row
+from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row, settings_row
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.writer import (
@@ -363,7 +363,7 @@ class SqliteStore:
         self, name: str, account: str, settings: QueueSettings, now_ms: int
     ) -> QueueRecord:
         def insert(tx: Tx) -> QueueRecord:
-            row = (account, name, secrets.token_hex(16), now_ms, now_ms, *_settings_row(settings))
+            row = (account, name, secrets.token_hex(16), now_ms, now_ms, *settings_row(settings))
             if not fetch_all(tx.conn, sql.INSERT_QUEUE + " RETURNING key", row):
                 raise StoreConflict(
                     f"a queue named {name} already exists", "queue_name", self.where, "create"
@@ -390,7 +390,7 @@ class SqliteStore:
             # Two creates of one name may share a group: the second finds the first's row.
             tx.conn.execute(
                 sql.INSERT_QUEUE,
-                (account, name, secrets.token_hex(16), now_ms, now_ms, *_settings_row(s)),
+                (account, name, secrets.token_hex(16), now_ms, now_ms, *settings_row(s)),
             )
             return queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
 
@@ -407,7 +407,7 @@ class SqliteStore:
         def update(tx: Tx) -> None:
             try:
                 cur = tx.conn.execute(
-                    sql.UPDATE_QUEUE, (name, now_ms, *_settings_row(settings), queue.key)
+                    sql.UPDATE_QUEUE, (name, now_ms, *settings_row(settings), queue.key)
                 )
             except sqlite3.IntegrityError:
                 raise StoreConflict(
@@ -747,10 +747,6 @@ class SqliteStore:
         ev = self._events.pop(key, None)
         if ev is not None:
             ev.set()
-
-
-def _settings_row(s: QueueSettings) -> tuple[int, int, int]:
-    return (s.delivery_delay_s, s.message_retention_period_s, int(s.delivery_paused))
 
 
 def _size(path: Path) -> int:

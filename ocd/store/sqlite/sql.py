@@ -128,7 +128,7 @@ GET_META = "SELECT value FROM meta WHERE key = ?"
 PUT_META = "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)"
 
 PEEK = """
-SELECT seq, id, content_type, body, sent_ms, attempts FROM messages
+SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup FROM messages
 WHERE queue = ? AND visible_ms <= ? ORDER BY visible_ms LIMIT ?
 """
 
@@ -153,6 +153,7 @@ def insert_messages(rows: int) -> str:
 # counted, so a message that crashes the daemon cannot loop for ever.
 RECOVER_PUSH_LEASES = """
 UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE lease_kind = ?
+RETURNING queue, grp
 """
 
 READY = """
@@ -181,11 +182,12 @@ RETRY = """
 UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = ? AND +queue = ?
 """
 
-DELETE_SEQS = "DELETE FROM messages WHERE +queue = ? AND seq IN ({marks}) RETURNING size"
+DELETE_SEQS = "DELETE FROM messages WHERE +queue = ? AND seq IN ({marks}) RETURNING size, grp"
 
 # Same id and timestamp in the dead-letter queue; attempts start again.
 MOVE_SEQS = """
-UPDATE messages SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL
+UPDATE messages SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL,
+                    grp = NULL, fseq = NULL
 WHERE +queue = ? AND seq IN ({marks})
 RETURNING size, sent_ms
 """
@@ -195,12 +197,13 @@ RELEASE_SEQS = """
 UPDATE messages
 SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = NULL
 WHERE lease_kind = ? AND +queue = ? AND seq IN ({marks})
+RETURNING grp
 """
 
 EXPIRE = """
 DELETE FROM messages WHERE seq IN (
   SELECT seq FROM messages WHERE queue = ? AND sent_ms < ? LIMIT ?)
-RETURNING size
+RETURNING size, grp
 """
 
 # PUSH batches of a queue in flight now: a consumer's max_concurrency. Lapsed leases
@@ -217,4 +220,86 @@ OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"
 NOT_READY = """
 SELECT count(*), coalesce(sum(lease_kind IS NOT NULL), 0) FROM messages
 WHERE queue = ? AND visible_ms > ?
+"""
+
+# ------------------------------------------------------------------ FIFO queues (fifo.py)
+
+FIFO_LAST_SEQ = "SELECT fifo_seq FROM queues WHERE key = ?"
+FIFO_SET_SEQ = "UPDATE queues SET fifo_seq = ? WHERE key = ?"
+
+DEDUP_FIND = """
+SELECT message_id, fseq FROM fifo_dedup
+WHERE queue = ? AND scope = ? AND dedup = ? AND expires_ms > ?
+"""
+DEDUP_PUT = """
+INSERT OR REPLACE INTO fifo_dedup (queue, scope, dedup, expires_ms, message_id, fseq)
+VALUES (?, ?, ?, ?, ?, ?)
+"""
+DEDUP_PRUNE = """
+DELETE FROM fifo_dedup WHERE (queue, scope, dedup) IN (
+  SELECT queue, scope, dedup FROM fifo_dedup WHERE expires_ms <= ? LIMIT ?)
+"""
+DEDUP_CLEAR = "DELETE FROM fifo_dedup WHERE queue = ?"
+
+INSERT_FIFO_MESSAGE = """
+INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms, grp, dedup, fseq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+# A group that had no messages starts with its first message as its head.
+ADD_GROUP = "INSERT OR IGNORE INTO fifo_groups (queue, grp, ready_ms) VALUES (?, ?, ?)"
+GROUPS_CLEAR = "DELETE FROM fifo_groups WHERE queue = ?"
+
+# The groups whose head is ready, longest-waiting first: a range of fifo_groups_ready.
+READY_GROUPS = """
+SELECT grp FROM fifo_groups WHERE queue = ? AND ready_ms <= ? ORDER BY ready_ms LIMIT ?
+"""
+# A group's messages from its head, in sequence order: a range of messages_group.
+GROUP_RUN = """
+SELECT seq, visible_ms, lease FROM messages WHERE queue = ? AND grp = ? ORDER BY fseq LIMIT ?
+"""
+GROUP_HEAD = """
+SELECT visible_ms FROM messages WHERE queue = ? AND grp = ? ORDER BY fseq LIMIT 1
+"""
+SET_GROUP = "INSERT OR REPLACE INTO fifo_groups (queue, grp, ready_ms) VALUES (?, ?, ?)"
+DROP_GROUP = "DELETE FROM fifo_groups WHERE queue = ? AND grp = ?"
+# Messages of a group after a sequence number: the rest of a batch is among the first few.
+GROUP_AFTER = """
+SELECT seq, lease FROM messages WHERE queue = ? AND grp = ? AND fseq > ? ORDER BY fseq LIMIT ?
+"""
+
+CLAIM_SEQS = """
+UPDATE messages
+SET attempts = attempts + 1, visible_ms = ?, lease = ?, lease_kind = ?
+WHERE +queue = ? AND seq IN ({marks})
+RETURNING seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup
+"""
+
+FIFO_INFO = "SELECT seq, grp, fseq, lease FROM messages WHERE +queue = ? AND seq IN ({marks})"
+
+# Same id, timestamp and group in the dead-letter queue, under its next sequence number.
+MOVE_FIFO = """
+UPDATE messages
+SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL, fseq = ?
+WHERE +queue = ? AND seq = ?
+RETURNING size, sent_ms, grp
+"""
+
+# Messages behind a retried one in its batch go back with it; their attempt is given back.
+RELEASE_ANY = """
+UPDATE messages
+SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = NULL
+WHERE +queue = ? AND seq IN ({marks}) AND lease IS NOT NULL
+"""
+
+READY_FIFO = """
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM messages
+                         WHERE queue = :q AND grp IS NOT NULL AND visible_ms <= :now
+                           AND grp IN (SELECT grp FROM fifo_groups
+                                       WHERE queue = :q AND ready_ms <= :now
+                                       ORDER BY ready_ms LIMIT :n)
+                         LIMIT :n)),
+  (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms <= :now),
+  (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms > :now)
 """

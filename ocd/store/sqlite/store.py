@@ -38,6 +38,7 @@ from ocd.store.base import (
     DeadLetter,
     Delivery,
     Expired,
+    FifoSent,
     LeaseKind,
     NewMessage,
     NotReady,
@@ -49,7 +50,7 @@ from ocd.store.base import (
     Settled,
 )
 from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row, settings_row
-from ocd.store.sqlite import sql
+from ocd.store.sqlite import fifo, sql
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.writer import (
     Call,
@@ -264,12 +265,19 @@ class SqliteStore:
             self._oldest[key] = oldest
 
     def _recover(self, conn: sqlite3.Connection, now_ms: int) -> None:
-        cur = conn.execute(sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
-        if cur.rowcount:
+        rows = fetch_all(conn, sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
+        groups: dict[int, set[str]] = {}
+        for key, grp in rows:
+            if grp is not None:
+                groups.setdefault(key, set()).add(grp)
+        tx = Tx(conn)
+        for key, gs in groups.items():
+            fifo.refresh(tx, key, gs)
+        if rows:
             log.warning(
                 "returned %d message(s) that were in flight when ocd last stopped",
-                cur.rowcount,
-                extra={"event": "inflight_recovered", "count": cur.rowcount},
+                len(rows),
+                extra={"event": "inflight_recovered", "count": len(rows)},
             )
 
     def available(self) -> bool:
@@ -429,6 +437,7 @@ class SqliteStore:
     async def delete_queue(self, queue: QueueRecord) -> None:
         def delete(tx: Tx) -> None:
             tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            fifo.purge(tx, queue.key)
             tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
             tx.conn.execute(sql.DELETE_QUEUE, (queue.key,))
 
@@ -499,15 +508,31 @@ class SqliteStore:
             raise StoreError("the store is closed", self.where, "send")
         if queue.key not in self._by_key:
             raise QueueNotFound(queue.name)
+        if queue.fifo:
+            backlog, _ = await self.enqueue_fifo(queue, messages)
+            return backlog
         await self._writer.submit(Enqueue(queue, messages))
         known = self._known_backlog(queue)
         return known if known is not None else await self.backlog(queue)
+
+    async def enqueue_fifo(
+        self, queue: QueueRecord, messages: Sequence[NewMessage]
+    ) -> tuple[Backlog, list[FifoSent]]:
+        if queue.key not in self._by_key:
+            raise QueueNotFound(queue.name)
+        sent: list[FifoSent] = await self._submit(
+            Call(fifo.enqueue, queue, messages, most_rows=2 * len(messages))
+        )
+        known = self._known_backlog(queue)
+        return (known if known is not None else await self.backlog(queue)), sent
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         assert self._r is not None
         try:
             count, first, nxt = await read_one(
-                self._r, sql.READY, {"q": queue.key, "now": now_ms, "n": limit}
+                self._r,
+                sql.READY_FIFO if queue.fifo else sql.READY,
+                {"q": queue.key, "now": now_ms, "n": limit},
             )
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
@@ -531,6 +556,10 @@ class SqliteStore:
                 (held,) = fetch_one(tx.conn, sql.PUSH_LEASES_HELD, (queue.key, now_ms))
                 if held >= max_batches:
                     return Claimed([])
+            if queue.fifo:
+                return self._claim_fifo(
+                    tx, queue, limit, now_ms, lease_until_ms, lease, kind, max_attempts, dead_letter
+                )
             rows = fetch_all(
                 tx.conn,
                 sql.CLAIM,
@@ -560,6 +589,60 @@ class SqliteStore:
         result: Claimed = await self._submit(Call(claim, durable=False, most_rows=limit))
         return result
 
+    def _claim_fifo(
+        self,
+        tx: Tx,
+        queue: QueueRecord,
+        limit: int,
+        now_ms: int,
+        until_ms: int,
+        lease: int,
+        kind: LeaseKind,
+        max_attempts: int,
+        dead_letter: DeadLetter,
+    ) -> Claimed:
+        deliveries: list[Delivery] = []
+        spent: list[int] = []
+        exhausted: list[str] = []
+        groups: set[str] = set()
+        for row in fifo.claim(tx, queue, limit, now_ms, until_ms, lease, int(kind)):
+            if row[5] > max_attempts:
+                spent.append(row[0])
+                exhausted.append(row[1])
+                groups.add(row[6])
+            else:
+                deliveries.append(fifo.delivery(row, lease))
+        if spent:
+            self._dead_letter(tx, queue, spent, dead_letter, now_ms)
+            fifo.refresh(tx, queue.key, groups)
+        return Claimed(deliveries, exhausted)
+
+    def _settle_fifo(
+        self,
+        tx: Tx,
+        queue: QueueRecord,
+        acks: Sequence[int],
+        retries: Sequence[Retry],
+        dead: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> Settled:
+        retries, dead, back, groups = fifo.hold_back(tx, queue, set(acks), retries, dead)
+        acked = self._delete(tx, queue, acks, groups)
+        retried = 0
+        if retries:
+            cur = tx.conn.executemany(
+                sql.RETRY, ((visible, seq, queue.key) for seq, visible in retries)
+            )
+            retried = max(cur.rowcount, 0)
+        if back:
+            fifo.release_any(tx, queue, back, now_ms)
+        moved, deleted = self._dead_letter(tx, queue, dead, dead_letter, now_ms, groups)
+        fifo.refresh(tx, queue.key, groups)
+        if retries or back or moved:
+            tx.notify.add(queue.key)
+        return Settled(acked, retried, moved, deleted)
+
     async def settle(
         self,
         queue: QueueRecord,
@@ -570,6 +653,8 @@ class SqliteStore:
         now_ms: int,
     ) -> Settled:
         def settle(tx: Tx) -> Settled:
+            if queue.fifo:
+                return self._settle_fifo(tx, queue, acks, retries, dead, dead_letter, now_ms)
             acked = self._delete(tx, queue, acks)
             retried = 0
             if retries:
@@ -585,15 +670,27 @@ class SqliteStore:
         result: Settled = await self._submit(Call(settle, durable=False, most_rows=most_rows))
         return result
 
-    def _delete(self, tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> int:
+    def _delete(
+        self, tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | None = None
+    ) -> int:
+        """Delete messages by seq; a FIFO queue's groups are refreshed, or added to
+        ``groups`` for the caller to refresh."""
         n = 0
+        touched: set[str] = set()
         for chunk in chunks(seqs):
             rows = fetch_all(
                 tx.conn, sql.DELETE_SEQS.format(marks=marks(len(chunk))), (queue.key, *chunk)
             )
             if rows:
                 tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
+                if queue.fifo:
+                    touched.update(r[1] for r in rows)
             n += len(rows)
+        if touched:
+            if groups is not None:
+                groups |= touched
+            else:
+                fifo.refresh(tx, queue.key, touched)
         return n
 
     def _dead_letter(
@@ -603,13 +700,17 @@ class SqliteStore:
         seqs: Sequence[int],
         dead_letter: DeadLetter,
         now_ms: int,
+        groups: set[str] | None = None,
     ) -> tuple[int, int]:
-        """Move exhausted messages to the dead-letter queue, or delete them."""
+        """Move exhausted messages to the dead-letter queue, or delete them. The groups of
+        a FIFO queue's messages are the caller's to refresh."""
         if not seqs:
             return 0, 0
         dlq = dead_letter.queue
         if dlq is None or dlq.key not in self._by_key:
-            return 0, self._delete(tx, queue, seqs)
+            return 0, self._delete(tx, queue, seqs, groups if groups is not None else set())
+        if dlq.fifo and queue.fifo:
+            return fifo.move(tx, queue, seqs, dlq, now_ms), 0
         moved = 0
         for chunk in chunks(seqs):
             rows = fetch_all(
@@ -633,12 +734,18 @@ class SqliteStore:
     ) -> int:
         def release(tx: Tx) -> int:
             n = 0
+            groups: set[str] = set()
             for chunk in chunks(seqs):
-                cur = tx.conn.execute(
+                rows = fetch_all(
+                    tx.conn,
                     sql.RELEASE_SEQS.format(marks=marks(len(chunk))),
                     (now_ms, int(kind), queue.key, *chunk),
                 )
-                n += max(cur.rowcount, 0)
+                n += len(rows)
+                if queue.fifo:
+                    groups.update(r[0] for r in rows)
+            if groups:
+                fifo.refresh(tx, queue.key, groups)
             tx.notify.add(queue.key)
             return n
 
@@ -654,6 +761,8 @@ class SqliteStore:
                 rows = fetch_all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
                 if rows:
                     tx.removed(q.key, len(rows), sum(r[0] for r in rows))
+                    if q.fifo:
+                        fifo.refresh(tx, q.key, (r[1] for r in rows))
                 return len(rows)
 
             total = 0
@@ -664,11 +773,14 @@ class SqliteStore:
                     break
             if total:
                 expired.append(Expired(queue.account, queue.name, total))
+        while await self._submit(Call(fifo.prune_dedup, now_ms, batch, durable=False)) >= batch:
+            pass
         return expired
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> int:
         def purge(tx: Tx) -> int:
             cur = tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            fifo.purge(tx, queue.key)
             tx.conn.execute(sql.MARK_PURGED, (now_ms, queue.key))
             n = max(cur.rowcount, 0)
             c = self._counts.get(queue.key, [0, 0])
@@ -689,7 +801,8 @@ class SqliteStore:
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
         return [
-            Delivery(seq, mid, ct, body, sent, att, 0) for seq, mid, ct, body, sent, att in rows
+            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup)
+            for seq, mid, ct, body, sent, att, grp, fseq, dedup in rows
         ]
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:

@@ -1,0 +1,231 @@
+"""FIFO queues on SQLite: sends with deduplication and sequence numbers, group-ordered
+claims, and the bookkeeping that keeps ``fifo_groups`` true.
+
+Each function runs inside one writer transaction (``Tx``). ``fifo_groups`` holds one row
+per group with messages, ``ready_ms`` being when its head (lowest ``fseq``) is visible; every
+operation that deletes, moves, leases or hands back FIFO messages refreshes the rows of the
+groups it touched before it returns, so that the next operation in the same transaction
+already sees them. The rules are the contract's (``ocd.store.base``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+from ocd.errors import QueueNotFound
+from ocd.store.base import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
+from ocd.store.sqlite import sql
+from ocd.store.sqlite.writer import Tx, chunks, fetch_all, fetch_one, marks
+
+# The messages of one lease behind a retried one lie within this many of its group (a batch
+# is at most 100 messages, taken consecutively from the head).
+BATCH_SPAN = 1000
+
+
+def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[FifoSent]:
+    conn = tx.conn
+    row = fetch_one(conn, sql.FIFO_LAST_SEQ, (queue.key,))
+    if row is None:
+        raise QueueNotFound(queue.name)
+    last: int = row[0]
+    by_group = queue.settings.deduplication_scope == "message_group"
+    out: list[FifoSent] = []
+    seen: dict[tuple[str, str], FifoSent] = {}
+    rows: list[tuple[Any, ...]] = []
+    heads: dict[str, int] = {}
+    size = 0
+    first: int | None = None
+    for m in messages:
+        assert m.group is not None and m.dedup is not None
+        key = (m.group if by_group else "", m.dedup)
+        earlier = seen.get(key)
+        if earlier is None:
+            found = fetch_one(conn, sql.DEDUP_FIND, (queue.key, *key, m.sent_ms))
+            if found is not None:
+                earlier = seen[key] = FifoSent(found[0], found[1], False)
+        if earlier is not None:
+            out.append(FifoSent(earlier.id, earlier.sequence, True))
+            continue
+        last += 1
+        conn.execute(sql.DEDUP_PUT, (queue.key, *key, m.sent_ms + DEDUP_WINDOW_MS, m.id, last))
+        rows.append(
+            (
+                queue.key,
+                m.id,
+                m.content_type,
+                m.body,
+                len(m.body),
+                m.sent_ms,
+                m.visible_ms,
+                m.group,
+                m.dedup,
+                last,
+            )
+        )
+        sent = seen[key] = FifoSent(m.id, last, False)
+        out.append(sent)
+        heads.setdefault(m.group, m.visible_ms)
+        size += len(m.body)
+        first = m.sent_ms if first is None else min(first, m.sent_ms)
+    if rows:
+        conn.executemany(sql.INSERT_FIFO_MESSAGE, rows)
+        conn.execute(sql.FIFO_SET_SEQ, (last, queue.key))
+        conn.executemany(sql.ADD_GROUP, ((queue.key, g, v) for g, v in heads.items()))
+        assert first is not None
+        tx.added(queue.key, len(rows), size, first)
+    return out
+
+
+def refresh(tx: Tx, key: int, groups: Iterable[str | None]) -> None:
+    """Make the rows of ``groups`` true again: the head's visibility, or gone if empty."""
+    conn = tx.conn
+    for g in set(groups):
+        if g is None:
+            continue
+        head = fetch_one(conn, sql.GROUP_HEAD, (key, g))
+        if head is None:
+            conn.execute(sql.DROP_GROUP, (key, g))
+        else:
+            conn.execute(sql.SET_GROUP, (key, g, head[0]))
+
+
+def claim(
+    tx: Tx,
+    queue: QueueRecord,
+    limit: int,
+    now_ms: int,
+    until_ms: int,
+    lease: int,
+    kind: int,
+) -> list[tuple[Any, ...]]:
+    """Lease the ready heads and the ready runs behind them, longest-waiting group first;
+    the claimed rows in delivery order (group by group, in sequence order)."""
+    conn = tx.conn
+    picked: list[int] = []
+    taken: list[str] = []
+    stale: list[str] = []
+    for (g,) in fetch_all(conn, sql.READY_GROUPS, (queue.key, now_ms, limit)):
+        run = fetch_all(conn, sql.GROUP_RUN, (queue.key, g, limit - len(picked)))
+        took = 0
+        for seq, visible_ms, _lease in run:
+            if visible_ms > now_ms:
+                break
+            picked.append(seq)
+            took += 1
+        if took:
+            taken.append(g)
+        else:
+            stale.append(g)  # its row was behind the truth: put it right
+        if len(picked) >= limit:
+            break
+    if stale:
+        refresh(tx, queue.key, stale)
+    if not picked:
+        return []
+    rows: list[tuple[Any, ...]] = []
+    for chunk in chunks(picked):
+        rows += fetch_all(
+            conn,
+            sql.CLAIM_SEQS.format(marks=marks(len(chunk))),
+            (until_ms, lease, kind, queue.key, *chunk),
+        )
+    conn.executemany(sql.SET_GROUP, ((queue.key, g, until_ms) for g in taken))
+    order = {seq: i for i, seq in enumerate(picked)}
+    rows.sort(key=lambda r: order[r[0]])
+    return rows
+
+
+def delivery(row: tuple[Any, ...], lease: int) -> Delivery:
+    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup = row
+    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup)
+
+
+def hold_back(
+    tx: Tx,
+    queue: QueueRecord,
+    acks: Collection[int],
+    retries: Sequence[Retry],
+    dead: Sequence[int],
+) -> tuple[list[Retry], list[int], list[int], set[str]]:
+    """The group rule of a settle: per group, the first retried or dead-lettered message
+    keeps its fate, and every later message of the group under the same lease that is not
+    acked here goes back with it, attempt given back. Returns the retries and dead-letters
+    that remain, the seqs to hand back, and the groups touched."""
+    failing = [r.seq for r in retries] + list(dead)
+    if not failing:
+        return list(retries), list(dead), [], set()
+    info: list[tuple[int, str | None, int | None, int | None]] = []
+    for chunk in chunks(failing):
+        info += fetch_all(
+            tx.conn, sql.FIFO_INFO.format(marks=marks(len(chunk))), (queue.key, *chunk)
+        )
+    first: dict[str, tuple[int, int, int | None]] = {}  # group -> (fseq, seq, lease)
+    for seq, g, fseq, lease in info:
+        if g is None or fseq is None:
+            continue
+        if g not in first or fseq < first[g][0]:
+            first[g] = (fseq, seq, lease)
+    back: set[int] = {seq for seq, g, _f, _l in info if g is not None and first[g][1] != seq}
+    for g, (fseq, _seq, lease) in first.items():
+        if lease is None:
+            continue
+        for seq, other in fetch_all(tx.conn, sql.GROUP_AFTER, (queue.key, g, fseq, BATCH_SPAN)):
+            if other == lease and seq not in acks:
+                back.add(seq)
+    kept_retries = [r for r in retries if r.seq not in back]
+    kept_dead = [s for s in dead if s not in back]
+    return kept_retries, kept_dead, sorted(back), set(first)
+
+
+def release_any(tx: Tx, queue: QueueRecord, seqs: Sequence[int], now_ms: int) -> None:
+    for chunk in chunks(seqs):
+        tx.conn.execute(
+            sql.RELEASE_ANY.format(marks=marks(len(chunk))), (now_ms, queue.key, *chunk)
+        )
+
+
+def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_ms: int) -> int:
+    """Dead-letter FIFO messages into the FIFO queue ``dlq``, in sequence order, each under
+    the dead-letter queue's next sequence number; their groups come along."""
+    conn = tx.conn
+    row = fetch_one(conn, sql.FIFO_LAST_SEQ, (dlq.key,))
+    if row is None:
+        return 0
+    last: int = row[0]
+    info: list[tuple[int, str | None, int | None, int | None]] = []
+    for chunk in chunks(seqs):
+        info += fetch_all(conn, sql.FIFO_INFO.format(marks=marks(len(chunk))), (queue.key, *chunk))
+    info.sort(key=lambda r: (r[2] or 0, r[0]))
+    moved = 0
+    size = 0
+    oldest: int | None = None
+    groups: set[str] = set()
+    for seq, _g, _f, _l in info:
+        last += 1
+        got = fetch_one(conn, sql.MOVE_FIFO, (dlq.key, now_ms, last, queue.key, seq))
+        if got is None:
+            continue
+        moved += 1
+        size += got[0]
+        oldest = got[1] if oldest is None else min(oldest, got[1])
+        if got[2] is not None:
+            groups.add(got[2])
+    if moved:
+        assert oldest is not None
+        conn.execute(sql.FIFO_SET_SEQ, (last, dlq.key))
+        tx.removed(queue.key, moved, size)
+        tx.added(dlq.key, moved, size, oldest)
+        refresh(tx, dlq.key, groups)
+    return moved
+
+
+def purge(tx: Tx, key: int) -> None:
+    tx.conn.execute(sql.GROUPS_CLEAR, (key,))
+    tx.conn.execute(sql.DEDUP_CLEAR, (key,))
+
+
+def prune_dedup(tx: Tx, now_ms: int, limit: int) -> int:
+    """Forget deduplication ids past their window, at most ``limit`` of them."""
+    cur = tx.conn.execute(sql.DEDUP_PRUNE, (now_ms, limit))
+    return max(cur.rowcount, 0)

@@ -114,6 +114,82 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (queue, scope, dedup)
     );
     CREATE INDEX ocd_dedup_expires ON ocd_dedup (expires_ms);
+    -- Claim the ready heads and the ready runs behind them, longest-waiting group first, in
+    -- one round trip: a loop that stops as soon as the batch is full, as SQLite's does.
+    CREATE FUNCTION ocd_fifo_claim(q bigint, now_ms bigint, n integer, until_ms bigint,
+                                   lease_id bigint, kind smallint, node text)
+    RETURNS TABLE (seq bigint, id text, content_type text, body bytea, sent_ms bigint,
+                   attempts integer, grp text, fseq bigint, dedup text, ord bigint)
+    LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      g record;
+      m record;
+      picked bigint[] := '{}';
+      taken text[] := '{}';
+      stale text[] := '{}';
+      k integer := 0;
+      took boolean;
+    BEGIN
+      FOR g IN SELECT o.grp FROM ocd_groups o
+               WHERE o.queue = q AND o.ready_ms <= now_ms ORDER BY o.ready_ms LIMIT n LOOP
+        took := false;
+        FOR m IN SELECT x.seq, x.visible_ms FROM ocd_messages x
+                 WHERE x.queue = q AND x.grp = g.grp ORDER BY x.fseq LIMIT n - k LOOP
+          EXIT WHEN m.visible_ms > now_ms;
+          picked := picked || m.seq;
+          k := k + 1;
+          took := true;
+        END LOOP;
+        IF took THEN taken := taken || g.grp; ELSE stale := stale || g.grp; END IF;
+        EXIT WHEN k >= n;
+      END LOOP;
+      IF cardinality(stale) > 0 THEN PERFORM ocd_fifo_refresh(q, stale); END IF;
+      UPDATE ocd_groups o SET ready_ms = until_ms WHERE o.queue = q AND o.grp = ANY (taken);
+      RETURN QUERY
+        UPDATE ocd_messages x
+        SET attempts = x.attempts + 1, visible_ms = until_ms, lease = lease_id,
+            lease_kind = kind, owner = node
+        FROM unnest(picked) WITH ORDINALITY AS p (s, o)
+        WHERE x.seq = p.s AND x.queue + 0 = q
+        RETURNING x.seq, x.id, x.content_type, x.body, x.sent_ms, x.attempts, x.grp, x.fseq,
+                  x.dedup, p.o;
+    END
+    $fn$;
+    -- Make the rows of some groups true again: the head's visibility, or gone if empty.
+    CREATE FUNCTION ocd_fifo_refresh(q bigint, groups text[]) RETURNS void
+    LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      g text;
+      head bigint;
+    BEGIN
+      FOREACH g IN ARRAY groups LOOP
+        SELECT x.visible_ms INTO head FROM ocd_messages x
+        WHERE x.queue = q AND x.grp = g ORDER BY x.fseq LIMIT 1;
+        IF NOT FOUND THEN
+          DELETE FROM ocd_groups o WHERE o.queue = q AND o.grp = g;
+        ELSE
+          INSERT INTO ocd_groups AS o (queue, grp, ready_ms) VALUES (q, g, head)
+          ON CONFLICT (queue, grp) DO UPDATE SET ready_ms = excluded.ready_ms;
+        END IF;
+      END LOOP;
+    END
+    $fn$;
+    -- The messages of a lease right behind one of its group (a claim leases a consecutive
+    -- run and only acks delete inside it): stops at the first message of another lease.
+    CREATE FUNCTION ocd_fifo_behind(q bigint, g text, after bigint, lease_id bigint)
+    RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+    DECLARE
+      m record;
+    BEGIN
+      FOR m IN SELECT x.seq, x.lease FROM ocd_messages x
+               WHERE x.queue = q AND x.grp = g AND x.fseq > after ORDER BY x.fseq LIMIT 1000 LOOP
+        EXIT WHEN m.lease IS DISTINCT FROM lease_id;
+        RETURN NEXT m.seq;
+      END LOOP;
+    END
+    $fn$;
     """,
 )
 
@@ -143,14 +219,14 @@ WITH dead AS (
   RETURNING node_id)
 UPDATE ocd_messages SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
 WHERE owner IN (SELECT node_id FROM dead)
-RETURNING queue
+RETURNING queue, grp
 """
 # A node's own PUSH leases, returned at its clean shutdown (its dispatchers have released
 # what they could; this is the rest) or when it finds it was taken for dead.
 RETURN_OWN = """
 UPDATE ocd_messages SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
 WHERE owner = $1
-RETURNING queue
+RETURNING queue, grp
 """
 
 # Claims whose reply was lost with the connection (it may have committed): their messages,
@@ -160,7 +236,7 @@ UPDATE ocd_messages
 SET attempts = greatest(attempts - 1, 0), visible_ms = $3, lease = NULL, lease_kind = NULL,
     owner = NULL
 WHERE owner = $1 AND lease = ANY($2::bigint[])
-RETURNING queue
+RETURNING queue, grp
 """
 
 # ------------------------------------------------------------------ queues
@@ -319,7 +395,8 @@ WHERE m.seq = r.seq AND m.queue + 0 = $1
 MOVE_SEQS = f"""
 WITH mv AS (
   UPDATE ocd_messages
-  SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL, owner = NULL
+  SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL, owner = NULL,
+      grp = NULL, fseq = NULL
   WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1
   RETURNING size),
 a AS (
@@ -335,6 +412,7 @@ UPDATE ocd_messages
 SET attempts = greatest(attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
     owner = NULL
 WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1 AND lease_kind = $3
+RETURNING grp
 """
 
 # Retention and purge delete in bounded chunks, so no statement holds a queue for long.
@@ -362,7 +440,7 @@ SELECT count(*) FROM d
 """
 
 PEEK = """
-SELECT seq, id, content_type, body, sent_ms, attempts FROM ocd_messages
+SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup FROM ocd_messages
 WHERE queue = $1 AND visible_ms <= $2 ORDER BY visible_ms LIMIT $3
 """
 
@@ -370,6 +448,142 @@ WHERE queue = $1 AND visible_ms <= $2 ORDER BY visible_ms LIMIT $3
 # leased ones. Walks only the not-ready part of the index.
 NOT_READY = """
 SELECT count(*), count(lease_kind) FROM ocd_messages WHERE queue = $1 AND visible_ms > $2
+"""
+
+
+# ------------------------------------------------------------------ FIFO queues (fifo.py)
+
+# Every change to a FIFO queue's messages holds this lock (class, queue key) for its
+# transaction: sends, claims and settles of one FIFO queue are serial across every node, so
+# each sees the groups, sequence numbers and deduplication ids the last one left.
+FIFO_LOCK = 0x6F636423
+FIFO_LOCK_QUEUE = "SELECT pg_advisory_xact_lock($1, $2::integer)"
+
+FIFO_LAST_SEQ = "SELECT fifo_seq FROM ocd_queues WHERE key = $1"
+
+DEDUP_FIND = """
+SELECT d.scope, d.dedup, d.message_id, d.fseq
+FROM unnest($2::text[], $3::text[]) AS k (scope, dedup)
+JOIN ocd_dedup d ON d.queue = $1 AND d.scope = k.scope AND d.dedup = k.dedup
+WHERE d.expires_ms > $4
+"""
+
+# New messages with their deduplication ids, counts, groups and the queue's last sequence
+# number, in one statement.
+FIFO_ENQUEUE = f"""
+WITH ins AS (
+  INSERT INTO ocd_messages (queue, id, content_type, body, size, sent_ms, visible_ms, grp,
+                            dedup, fseq)
+  SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bytea[], $5::integer[], $6::bigint[],
+                           $7::bigint[], $8::text[], $9::text[], $10::bigint[])
+  RETURNING size),
+c AS (
+  {count_change("ins", "$1", "$11", "")}),
+d AS (
+  INSERT INTO ocd_dedup (queue, scope, dedup, expires_ms, message_id, fseq)
+  SELECT $1, * FROM unnest($12::text[], $9::text[], $13::bigint[], $2::text[], $10::bigint[])
+  ON CONFLICT (queue, scope, dedup) DO UPDATE
+  SET expires_ms = excluded.expires_ms, message_id = excluded.message_id, fseq = excluded.fseq),
+g AS (
+  INSERT INTO ocd_groups (queue, grp, ready_ms)
+  SELECT $1, * FROM unnest($14::text[], $15::bigint[])
+  ON CONFLICT (queue, grp) DO NOTHING)
+UPDATE ocd_queues SET fifo_seq = $16 WHERE key = $1
+"""
+
+FIFO_CLAIM = """
+SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup
+FROM ocd_fifo_claim($1, $2, $3, $4, $5, $6::smallint, $7) ORDER BY ord
+"""
+
+FIFO_REFRESH = "SELECT ocd_fifo_refresh($1, $2::text[])"
+
+FIFO_INFO = """
+SELECT seq, grp, fseq, lease FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1
+"""
+
+FIFO_BEHIND = """
+SELECT s FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS f (g, after, lease),
+     LATERAL ocd_fifo_behind($1, f.g, f.after, f.lease) AS s
+"""
+
+# Deletes by seq, keeping the counts: the groups of the deleted messages.
+FIFO_DELETE_SEQS = f"""
+WITH d AS (
+  DELETE FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1
+  RETURNING size, grp),
+c AS (
+  {count_change("d", "$1", "$3", "-")})
+SELECT grp FROM d
+"""
+
+RELEASE_ANY = """
+UPDATE ocd_messages
+SET attempts = greatest(attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
+    owner = NULL
+WHERE seq = ANY($3::bigint[]) AND queue + 0 = $1 AND lease IS NOT NULL
+"""
+
+# Same id, timestamp and group in the FIFO dead-letter queue ($2), under its next sequence
+# numbers in the order of the source's.
+FIFO_MOVE = f"""
+WITH src AS (
+  SELECT seq, row_number() OVER (ORDER BY fseq, seq) AS n FROM ocd_messages
+  WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1),
+top AS (SELECT fifo_seq FROM ocd_queues WHERE key = $2),
+mv AS (
+  UPDATE ocd_messages m
+  SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL,
+      owner = NULL, fseq = top.fifo_seq + src.n
+  FROM src, top WHERE m.seq = src.seq
+  RETURNING m.size, m.grp),
+a AS (
+  {count_change("mv", "$1", "$5", "-")}),
+b AS (
+  {count_change("mv", "$2", "$5", "")}),
+s AS (
+  UPDATE ocd_queues SET fifo_seq = fifo_seq + (SELECT count(*) FROM mv) WHERE key = $2),
+g AS (
+  INSERT INTO ocd_groups (queue, grp, ready_ms) SELECT DISTINCT $2::bigint, grp, $3::bigint FROM mv
+  ON CONFLICT (queue, grp) DO NOTHING)
+SELECT count(*) FROM mv
+"""
+
+FIFO_EXPIRE = f"""
+WITH d AS (
+  DELETE FROM ocd_messages WHERE seq IN (
+    SELECT seq FROM ocd_messages WHERE queue = $1 AND sent_ms < $2 LIMIT $3)
+  RETURNING size, grp),
+c AS (
+  {count_change("d", "$1", "$4", "-")})
+SELECT grp FROM d
+"""
+
+DEDUP_PRUNE = """
+DELETE FROM ocd_dedup WHERE ctid IN (
+  SELECT ctid FROM ocd_dedup WHERE expires_ms <= $1 LIMIT $2)
+"""
+DEDUP_CLEAR = "DELETE FROM ocd_dedup WHERE queue = $1"
+
+# After a purge: the groups of the messages sent since it began, from scratch.
+GROUPS_CLEAR = "DELETE FROM ocd_groups WHERE queue = $1"
+GROUPS_REBUILD = """
+INSERT INTO ocd_groups (queue, grp, ready_ms)
+SELECT DISTINCT ON (grp) $1, grp, visible_ms FROM ocd_messages
+WHERE queue = $1 AND grp IS NOT NULL ORDER BY grp, fseq
+"""
+
+READY_FIFO = """
+SELECT
+  (SELECT count(*) FROM (
+     SELECT 1 FROM (SELECT grp FROM ocd_groups WHERE queue = $1 AND ready_ms <= $2
+                    ORDER BY ready_ms LIMIT $3) AS g
+     CROSS JOIN LATERAL (SELECT 1 FROM ocd_messages
+                         WHERE queue = $1 AND grp = g.grp AND visible_ms <= $2
+                         ORDER BY fseq LIMIT $3) AS m
+     LIMIT $3) AS r),
+  (SELECT min(ready_ms) FROM ocd_groups WHERE queue = $1 AND ready_ms <= $2),
+  (SELECT min(ready_ms) FROM ocd_groups WHERE queue = $1 AND ready_ms > $2)
 """
 
 

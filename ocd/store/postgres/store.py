@@ -47,6 +47,7 @@ from ocd.store.base import (
     DeadLetter,
     Delivery,
     Expired,
+    FifoSent,
     LeaseKind,
     NewMessage,
     NotReady,
@@ -57,7 +58,7 @@ from ocd.store.base import (
     Retry,
     Settled,
 )
-from ocd.store.postgres import sql
+from ocd.store.postgres import fifo, sql
 from ocd.store.postgres.errors import is_driver_error, translate, translating
 from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
@@ -263,6 +264,7 @@ class PostgresStore:
                     now_ms = int(time.time() * 1000)
                     rows = await c.fetch(sql.RETURN_OWN, self.node_id, now_ms)
                     await c.execute(sql.FORGET_NODE, self.node_id)
+                    await self._refresh_returned(c, rows)
                     for key in {r[0] for r in rows}:
                         await c.execute(sql.NOTIFY, sql.queue_channel(key))
         self._closing = True
@@ -317,6 +319,7 @@ class PostgresStore:
         leases = sorted(self._doubtful)
         async with self._db("return leases of failed claims") as c:
             rows = await c.fetch(sql.RETURN_DOUBTFUL, self.node_id, leases, now_ms)
+            await self._refresh_returned(c, rows)
             for key in {r[0] for r in rows}:
                 await c.execute(sql.NOTIFY, sql.queue_channel(key))
         self._doubtful.difference_update(leases)
@@ -327,10 +330,23 @@ class PostgresStore:
                 extra={"event": "inflight_recovered", "count": len(rows)},
             )
 
+    async def _refresh_returned(self, c: asyncpg.Connection, rows: Sequence[Any]) -> None:
+        """After leases were handed back by (queue, group) rows: the FIFO groups they held
+        are ready again now, not at the old lease's deadline."""
+        by_queue: dict[int, set[str]] = {}
+        for key, grp in rows:
+            if grp is not None:
+                by_queue.setdefault(key, set()).add(grp)
+        for key, groups in by_queue.items():
+            async with c.transaction():
+                await fifo.lock(c, key)
+                await fifo.refresh(c, key, groups)
+
     async def _reap(self, now_ms: int) -> None:
         """Return the PUSH leases of nodes whose heartbeat lapsed."""
         async with self._db("return leases of silent nodes") as c:
             rows = await c.fetch(sql.REAP_NODES, float(self.node_heartbeat_s), now_ms, self.node_id)
+            await self._refresh_returned(c, rows)
             keys = {r[0] for r in rows}
             for key in keys:
                 await c.execute(sql.NOTIFY, sql.queue_channel(key))
@@ -562,6 +578,9 @@ class PostgresStore:
             raise StoreError("the store is closed", self.where, "send")
         if queue.key not in self._by_key:
             raise QueueNotFound(queue.name)
+        if queue.fifo:
+            fifo_backlog, _ = await self.enqueue_fifo(queue, messages)
+            return fifo_backlog
         try:
             backlog: Backlog = await self._writer.submit(queue, messages)
         except StoreUnavailable:
@@ -570,9 +589,29 @@ class PostgresStore:
         self._down_since = None
         return backlog
 
+    async def enqueue_fifo(
+        self, queue: QueueRecord, messages: Sequence[NewMessage]
+    ) -> tuple[Backlog, list[FifoSent]]:
+        if queue.key not in self._by_key:
+            raise QueueNotFound(queue.name)
+        async with self._db("send", queue) as c:
+            async with c.transaction():
+                await self._durable(c)
+                await fifo.lock(c, queue.key)
+                sent, stored = await fifo.enqueue(c, queue, messages)
+            row = (await c.fetch(sql.BACKLOGS_AND_NOTIFY, [queue.key]))[0] if stored else None
+        if row is None:
+            return await self.backlog(queue), sent
+        backlog = Backlog(row[1], row[2], row[3] or 0)
+        self._counts[queue.key] = backlog.count
+        self._notify(queue.key)
+        return backlog, sent
+
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         async with self._db("read") as c:
-            count, first, nxt = await c.fetchrow(sql.READY, queue.key, now_ms, limit)
+            count, first, nxt = await c.fetchrow(
+                sql.READY_FIFO if queue.fifo else sql.READY, queue.key, now_ms, limit
+            )
         return Ready(count, first, nxt)
 
     async def claim(
@@ -606,6 +645,8 @@ class PostgresStore:
     ) -> Claimed:
         lease = args[4]
         now_ms = args[1]
+        if queue.fifo:
+            return await self._claim_fifo(queue, args, max_attempts, dead_letter, max_batches)
         async with self._db("write", queue) as c:
             if max_batches is None:
                 rows = await c.fetch(sql.CLAIM, *args)  # one statement, one round trip
@@ -633,6 +674,74 @@ class PostgresStore:
         deliveries.sort(key=lambda d: d.seq)
         return Claimed(deliveries, exhausted)
 
+    async def _claim_fifo(
+        self,
+        queue: QueueRecord,
+        args: tuple[Any, ...],
+        max_attempts: int,
+        dead_letter: DeadLetter,
+        max_batches: int | None,
+    ) -> Claimed:
+        key, now_ms, limit, until_ms, lease, kind, owner = args
+        deliveries: list[Delivery] = []
+        spent: list[int] = []
+        exhausted: list[str] = []
+        groups: set[str] = set()
+        dlq = dead_letter.queue
+        async with self._db("write", queue) as c, c.transaction():
+            await fifo.lock(c, key)
+            if max_batches is not None:
+                held = await c.fetchval(sql.PUSH_LEASES_HELD, key, now_ms)
+                if held >= max_batches:
+                    return Claimed([])
+            for row in await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner):
+                if row[5] > max_attempts:
+                    spent.append(row[0])
+                    exhausted.append(row[1])
+                    groups.add(row[6])
+                else:
+                    deliveries.append(fifo.delivery(row, lease))
+            if spent:
+                if dlq is not None and dlq.fifo and dlq.key in self._by_key:
+                    await fifo.lock(c, dlq.key)  # after our own: a DLQ's key order may differ
+                await self._dead_letter(c, queue, spent, dead_letter, now_ms)
+                await fifo.refresh(c, key, groups)
+        return Claimed(deliveries, exhausted)
+
+    async def _settle_fifo(
+        self,
+        queue: QueueRecord,
+        acks: Sequence[int],
+        retries: Sequence[Retry],
+        dead: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> Settled:
+        dlq = dead_letter.queue
+        locks = [queue.key]
+        if dead and dlq is not None and dlq.fifo and dlq.key in self._by_key:
+            locks.append(dlq.key)
+        retried = moved = deleted = 0
+        async with self._db("write", queue) as c, c.transaction():
+            await fifo.lock(c, *locks)
+            touched = await fifo.delete(c, queue, acks)
+            acked = len(touched)
+            retries, dead, back, groups = await fifo.hold_back(c, queue, acks, retries, dead)
+            if retries:
+                status = await c.execute(
+                    sql.RETRY, queue.key, [r.seq for r in retries], [r.visible_ms for r in retries]
+                )
+                retried = _rowcount(status)
+            if back:
+                await c.execute(sql.RELEASE_ANY, queue.key, now_ms, back)
+            moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
+            await fifo.refresh(c, queue.key, groups.union(touched))
+            await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+        if acked or deleted or moved:
+            gone = acked + deleted + moved
+            self._counts[queue.key] = max(self._counts.get(queue.key, 0) - gone, 0)
+        return Settled(acked, retried, moved, deleted)
+
     async def settle(
         self,
         queue: QueueRecord,
@@ -642,6 +751,8 @@ class PostgresStore:
         dead_letter: DeadLetter,
         now_ms: int,
     ) -> Settled:
+        if queue.fifo:
+            return await self._settle_fifo(queue, acks, retries, dead, dead_letter, now_ms)
         shard = random.randrange(SHARDS)
         acked = retried = 0
         if not retries and not dead:  # the common case: one statement, one round trip
@@ -679,6 +790,10 @@ class PostgresStore:
         dlq = dead_letter.queue
         if dlq is None or dlq.key not in self._by_key:
             return 0, await c.fetchval(sql.DELETE_SEQS, queue.key, list(seqs), shard)
+        if dlq.fifo and queue.fifo:  # the caller holds both queues' FIFO locks
+            moved = await fifo.move(c, queue, seqs, dlq, now_ms)
+            await c.execute(sql.NOTIFY, sql.queue_channel(dlq.key))
+            return moved, 0
         moved = await c.fetchval(sql.MOVE_SEQS, queue.key, dlq.key, now_ms, list(seqs), shard)
         await c.execute(sql.NOTIFY, sql.queue_channel(dlq.key))
         return moved, 0
@@ -691,10 +806,14 @@ class PostgresStore:
         kind: LeaseKind = LeaseKind.PUSH,
     ) -> int:
         async with self._db("write", queue) as c, c.transaction():
-            status = await c.execute(sql.RELEASE_SEQS, queue.key, now_ms, int(kind), list(seqs))
+            if queue.fifo:
+                await fifo.lock(c, queue.key)
+            rows = await c.fetch(sql.RELEASE_SEQS, queue.key, now_ms, int(kind), list(seqs))
+            if queue.fifo:
+                await fifo.refresh(c, queue.key, (r[0] for r in rows))
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
         self._notify(queue.key)
-        return _rowcount(status)
+        return len(rows)
 
     async def expire(self, now_ms: int) -> list[Expired]:
         expired: list[Expired] = []
@@ -703,15 +822,32 @@ class PostgresStore:
             total: int = 0
             while True:
                 async with self._db("write", queue) as c:
-                    n = await c.fetchval(
-                        sql.EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
-                    )
+                    if queue.fifo:
+                        n = await self._expire_fifo(c, queue, cutoff)
+                    else:
+                        n = await c.fetchval(
+                            sql.EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
+                        )
                 total += n
                 if n < CHUNK:
                     break
             if total:
                 expired.append(Expired(queue.account, queue.name, total))
+        while True:
+            async with self._db("write") as c:
+                status = await c.execute(sql.DEDUP_PRUNE, now_ms, CHUNK)
+            if _rowcount(status) < CHUNK:
+                break
         return expired
+
+    async def _expire_fifo(self, c: asyncpg.Connection, queue: QueueRecord, cutoff: int) -> int:
+        async with c.transaction():
+            await fifo.lock(c, queue.key)
+            rows = await c.fetch(
+                sql.FIFO_EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
+            )
+            await fifo.refresh(c, queue.key, (r[0] for r in rows))
+        return len(rows)
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> int:
         async with self._db("write", queue) as c:
@@ -728,6 +864,11 @@ class PostgresStore:
                 break
         async with self._db("write", queue) as c, c.transaction():
             await self._durable(c)
+            if queue.fifo:  # the groups of what was sent since the purge began, and no ids
+                await fifo.lock(c, queue.key)
+                await c.execute(sql.DEDUP_CLEAR, queue.key)
+                await c.execute(sql.GROUPS_CLEAR, queue.key)
+                await c.execute(sql.GROUPS_REBUILD, queue.key)
             await c.execute(sql.MARK_PURGED, now_ms, queue.key)
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
         current = self._by_key.get(queue.key)
@@ -739,12 +880,18 @@ class PostgresStore:
         async with self._db("read") as c:
             rows = await c.fetch(sql.PEEK, queue.key, now_ms, limit)
         return [
-            Delivery(seq, mid, ct, body, sent, att, 0) for seq, mid, ct, body, sent, att in rows
+            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup)
+            for seq, mid, ct, body, sent, att, grp, fseq, dedup in rows
         ]
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
         async with self._db("write", queue) as c, c.transaction():
             await self._durable(c)
+            if queue.fifo:
+                await fifo.lock(c, queue.key)
+                touched = await fifo.delete(c, queue, seqs)
+                await fifo.refresh(c, queue.key, touched)
+                return len(touched)
             n: int = await c.fetchval(
                 sql.DELETE_SEQS, queue.key, list(seqs), random.randrange(SHARDS)
             )
@@ -788,5 +935,3 @@ def _rowcount(status: str) -> int:
         return int(status.rsplit(" ", 1)[1])
     except (IndexError, ValueError):
         return 0
-
-

@@ -170,8 +170,12 @@ def hold_back(
     for g, (fseq, _seq, lease) in first.items():
         if lease is None:
             continue
+        # The lease's messages follow its first failing one without a gap (a claim takes a
+        # consecutive run, and only acks delete within it): stop at the first other one.
         for seq, other in fetch_all(tx.conn, sql.GROUP_AFTER, (queue.key, g, fseq, BATCH_SPAN)):
-            if other == lease and seq not in acks:
+            if other != lease:
+                break
+            if seq not in acks:
                 back.add(seq)
     kept_retries = [r for r in retries if r.seq not in back]
     kept_dead = [s for s in dead if s not in back]

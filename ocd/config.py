@@ -144,7 +144,7 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
     return config
 
 
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}(?:\.fifo)?")
 _ACCOUNT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")

@@ -7,7 +7,7 @@ handler's own outcome (success acks, failure retries).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,6 +46,32 @@ def decide(ids: Iterable[str], marks: Marks, handler_ok: bool, retry_delay_s: in
         else:
             retries[mid] = retry_delay_s
     return Verdict(acks, retries)
+
+
+def hold_back(
+    grouped: Sequence[tuple[str, str | None]], verdict: Verdict, marks: Marks
+) -> tuple[Verdict, list[str]]:
+    """The FIFO rule on top of ``decide``: ``grouped`` is the batch's (message id, group) in
+    delivery order. Behind a retried message, the later messages of its group that were
+    acked only implicitly (the handler returned) are not acked, so that the store hands
+    them back with it instead of letting them overtake it. Explicit acks (``ack()``,
+    ``ackAll()``) stand; returns them too, as acked out of order."""
+    failed: set[str] = set()
+    held: set[str] = set()
+    out_of_order: list[str] = []
+    for mid, group in grouped:
+        if group is None:
+            continue
+        if mid in verdict.retries:
+            failed.add(group)
+        elif group in failed:
+            if marks.ack_all or mid in marks.acks:
+                out_of_order.append(mid)
+            else:
+                held.add(mid)
+    if not held:
+        return verdict, out_of_order
+    return Verdict([m for m in verdict.acks if m not in held], verdict.retries), out_of_order
 
 
 def exhausted(attempts: int, max_retries: int) -> bool:

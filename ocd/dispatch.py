@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ocd import codec
 from ocd.clock import Clock, wall_ms
-from ocd.decide import decide, exhausted
+from ocd.decide import decide, exhausted, hold_back
 from ocd.errors import StoreError, StoreUnavailable
 from ocd.metrics import Metrics
 from ocd.producer import metrics_dict
@@ -251,16 +251,31 @@ class Dispatcher:
         p = self.policy
         started = time.monotonic()
         marks = BatchMarks()
-        messages = [
-            Message(
-                d.id,
-                dt.datetime.fromtimestamp(d.sent_ms / 1000, dt.UTC),
-                codec.decode(d.body, d.content_type),
-                d.attempts,
-                marks,
-            )
-            for d in deliveries
-        ]
+        if q.fifo:
+            messages = [
+                Message(
+                    d.id,
+                    dt.datetime.fromtimestamp(d.sent_ms / 1000, dt.UTC),
+                    codec.decode(d.body, d.content_type),
+                    d.attempts,
+                    marks,
+                    d.group,
+                    d.sequence,
+                    d.dedup,
+                )
+                for d in deliveries
+            ]
+        else:
+            messages = [
+                Message(
+                    d.id,
+                    dt.datetime.fromtimestamp(d.sent_ms / 1000, dt.UTC),
+                    codec.decode(d.body, d.content_type),
+                    d.attempts,
+                    marks,
+                )
+                for d in deliveries
+            ]
         try:
             backlog = await self.store.backlog(q)
         except StoreUnavailable:  # the batch's metadata is not worth holding its messages
@@ -284,6 +299,16 @@ class Dispatcher:
         ok = outcome == "ok"
         self._last_failed = not ok
         verdict = decide((d.id for d in deliveries), marks, ok, p.retry_delay_s)
+        if q.fifo:
+            verdict, out_of_order = hold_back([(d.id, d.group) for d in deliveries], verdict, marks)
+            if out_of_order:
+                log.warning(
+                    "queue %s: %d message(s) acked out of order behind a retried message of "
+                    "their group; they stay acked",
+                    q.name,
+                    len(out_of_order),
+                    extra={"event": "fifo_acked_out_of_order", "queue": q.name},
+                )
         by_id = {d.id: d for d in deliveries}
         now = self.clock()
         acks = [by_id[i].seq for i in verdict.acks]
@@ -302,7 +327,7 @@ class Dispatcher:
             )
         )
         for d in dead:
-            self._log_dead(q, d.id, d.attempts)
+            self._log_dead(q, d.id, d.attempts, d.group)
         duration_s = time.monotonic() - started
         if self.metrics is not None:
             self._count(q, outcome, settled.acked, settled.retried, len(dead), duration_s)
@@ -411,36 +436,31 @@ class Dispatcher:
         for t in ctx.tasks:
             t.cancel()
 
-    def _log_dead(self, q: QueueRecord, mid: str, attempts: int) -> None:
+    def _log_dead(
+        self, q: QueueRecord, mid: str, attempts: int, group: str | None = None
+    ) -> None:
         dlq = self.policy.dead_letter_queue
+        where = f"moved to dead-letter queue {dlq}" if dlq else "deleted (no dead-letter queue)"
+        moved_on = f"; its group {group} moves on to its next message" if group else ""
+        extra: dict[str, object] = {
+            "event": "message_dead_lettered" if dlq else "message_deleted",
+            "queue": q.name,
+            "id": mid,
+            "attempts": attempts,
+        }
         if dlq:
-            log.warning(
-                "queue %s: message %s moved to dead-letter queue %s after %d attempts",
-                q.name,
-                mid,
-                dlq,
-                attempts,
-                extra={
-                    "event": "message_dead_lettered",
-                    "queue": q.name,
-                    "id": mid,
-                    "dead_letter_queue": dlq,
-                    "attempts": attempts,
-                },
-            )
-        else:
-            log.warning(
-                "queue %s: message %s deleted after %d attempts (no dead-letter queue)",
-                q.name,
-                mid,
-                attempts,
-                extra={
-                    "event": "message_deleted",
-                    "queue": q.name,
-                    "id": mid,
-                    "attempts": attempts,
-                },
-            )
+            extra["dead_letter_queue"] = dlq
+        if group is not None:
+            extra["group"] = group
+        log.warning(
+            "queue %s: message %s %s after %d attempts%s",
+            q.name,
+            mid,
+            where,
+            attempts,
+            moved_on,
+            extra=extra,
+        )
 
     # ---------------------------------------------------------------- shutdown
 

@@ -574,9 +574,7 @@ class _Loader:
         if queue is not None and dlq == queue:
             message = f'dead letter queue for queue "{queue}" cannot be itself'
             c.problem("dead_letter_queue", message)
-        elif queue is not None and dlq is not None and (
-            queue.endswith(FIFO_SUFFIX) != dlq.endswith(FIFO_SUFFIX)
-        ):
+        elif queue and dlq and queue.endswith(FIFO_SUFFIX) != dlq.endswith(FIFO_SUFFIX):
             kind = "FIFO" if queue.endswith(FIFO_SUFFIX) else "standard"
             rule = 'a name ending in ".fifo"' if kind == "FIFO" else 'not ending in ".fifo"'
             what = f'a {kind} queue ({rule}) as the dead letter queue of the {kind} queue "{queue}"'

@@ -197,14 +197,12 @@ class QueueTypeChange(QueueTypeError):
 
     def __init__(self, queue: str, new_name: str) -> None:
         self.new_name = new_name
-        fifo = queue.endswith(".fifo")
-        what = "a FIFO queue cannot become a standard one" if fifo else (
-            "a standard queue cannot become a FIFO one"
-        )
+        kind, other = ("FIFO", "standard") if queue.endswith(".fifo") else ("standard", "FIFO")
         super().__init__(
             queue,
-            f"queue {queue} cannot be renamed to {new_name}: {what} (FIFO queues are the "
-            "names ending in .fifo); create a new queue instead",
+            f"queue {queue} cannot be renamed to {new_name}: a {kind} queue cannot become a "
+            f"{other} one (FIFO queues are the names ending in .fifo); create a new queue "
+            "instead",
         )
 
 

@@ -124,11 +124,14 @@ def test_fifo_setting_values_are_checked(root: Path, setting: str, message: str)
 
 
 def test_a_fifo_queue_needs_a_fifo_dead_letter_queue(root: Path) -> None:
-    text = WORKER + """
+    text = (
+        WORKER
+        + """
     [[workers.queues.consumers]]
     queue = "orders.fifo"
     dead_letter_queue = "orders-dlq"
     """
+    )
     assert problems(root, text) == [
         f"{root / 'ocd.toml'}: workers[0].queues.consumers[0].dead_letter_queue: expected a "
         'FIFO queue (a name ending in ".fifo") as the dead letter queue of the FIFO queue '
@@ -137,11 +140,14 @@ def test_a_fifo_queue_needs_a_fifo_dead_letter_queue(root: Path) -> None:
 
 
 def test_a_standard_queue_needs_a_standard_dead_letter_queue(root: Path) -> None:
-    text = WORKER + """
+    text = (
+        WORKER
+        + """
     [[workers.queues.consumers]]
     queue = "jobs"
     dead_letter_queue = "jobs-dlq.fifo"
     """
+    )
     assert problems(root, text) == [
         f"{root / 'ocd.toml'}: workers[0].queues.consumers[0].dead_letter_queue: expected a "
         'standard queue (not ending in ".fifo") as the dead letter queue of the standard queue '

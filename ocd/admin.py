@@ -191,20 +191,20 @@ class Admin:
         async with self._lock:
             current = await self.current(queue)
             new = settings(current.settings) if callable(settings) else settings
-            rename = new_name is not None and new_name != current.name
+            name = current.name if new_name is None else new_name
+            rename = name != current.name
             if rename:
-                assert new_name is not None
-                check_rename(current.name, new_name)
+                check_rename(current.name, name)
                 named = self.named_by(current)
                 if named:
                     raise QueueInUse(current.name, named, "renamed")
-            check_settings(new_name if rename and new_name else current.name, new)
+            check_settings(name, new)  # for the name the queue will have
             try:
                 return await self.store.update_queue(
-                    current, new, self.clock(), new_name if rename else None
+                    current, new, self.clock(), name if rename else None
                 )
             except StoreConflict:
-                raise QueueExists(current.account, new_name or current.name) from None
+                raise QueueExists(current.account, name) from None
 
     async def delete_queue(self, queue: QueueRecord) -> None:
         """Delete the queue, its messages and its pull consumer; ``QueueInUse`` if the

@@ -102,7 +102,7 @@ class QueueConfig:
 
     @property
     def fifo(self) -> bool:
-        return self.name.endswith(FIFO_SUFFIX)
+        return self.name.endswith(_FIFO_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +153,7 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
 # A FIFO queue's name ends in ".fifo" (ocd.store.FIFO_SUFFIX; config imports nothing of the
 # store): exactly one, after a standard name.
-FIFO_SUFFIX = ".fifo"
+_FIFO_SUFFIX = ".fifo"
 _QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,63}(?:\.fifo)?")
 _ACCOUNT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -401,7 +401,7 @@ class _Loader:
         if scope not in _DEDUP_SCOPES:
             q.expected("deduplication_scope", '"queue" or "message_group"', scope)
             scope = "queue"
-        if name is not None and not name.endswith(FIFO_SUFFIX):
+        if name is not None and not name.endswith(_FIFO_SUFFIX):
             for key, value, default in (
                 ("content_based_deduplication", content, False),
                 ("deduplication_scope", scope, "queue"),
@@ -574,8 +574,8 @@ class _Loader:
         if queue is not None and dlq == queue:
             message = f'dead letter queue for queue "{queue}" cannot be itself'
             c.problem("dead_letter_queue", message)
-        elif queue and dlq and queue.endswith(FIFO_SUFFIX) != dlq.endswith(FIFO_SUFFIX):
-            kind = "FIFO" if queue.endswith(FIFO_SUFFIX) else "standard"
+        elif queue and dlq and queue.endswith(_FIFO_SUFFIX) != dlq.endswith(_FIFO_SUFFIX):
+            kind = "FIFO" if queue.endswith(_FIFO_SUFFIX) else "standard"
             rule = 'a name ending in ".fifo"' if kind == "FIFO" else 'not ending in ".fifo"'
             what = f'a {kind} queue ({rule}) as the dead letter queue of the {kind} queue "{queue}"'
             c.expected("dead_letter_queue", what, dlq)

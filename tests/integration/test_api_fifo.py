@@ -428,3 +428,22 @@ async def test_standard_pull_and_peek_replies_have_no_fifo_fields(start_daemon):
     [pulled] = (await api.pull("tasks"))["messages"]
     for m in (peeked, pulled):
         assert not {"message_group_id", "sequence_number", "message_deduplication_id"} & set(m)
+
+
+async def test_a_config_declared_fifo_queue_has_its_settings_and_keeps_its_name(start_daemon):
+    d = await start_daemon(
+        producers=ORDERS,
+        queues="""
+[[queues]]
+name = "orders.fifo"
+content_based_deduplication = true
+deduplication_scope = "message_group"
+""",
+    )
+    api = Rest(d)
+    orders = await api.ok("GET", "/queues/orders.fifo")
+    assert orders["settings"]["content_based_deduplication"] is True
+    assert orders["settings"]["deduplication_scope"] == "message_group"
+    assert orders["producers"] == [{"type": "worker", "script": "app"}]
+    status, out = await api.call("PATCH", "/queues/orders.fifo", {"queue_name": "shop.fifo"})
+    assert status == 409 and error(out)[0] == 11006  # the config names it

@@ -76,6 +76,19 @@ def fifo_json(d: Delivery) -> dict[str, Any]:
     }
 
 
+def message_json(d: Delivery, handle: str, value: str) -> dict[str, Any]:
+    """A pulled or peeked message; ``handle`` names its ``value``: "lease_id" or "ref"."""
+    return {
+        "id": d.id,
+        "body": body_json(d),
+        "attempts": d.attempts,
+        "timestamp_ms": d.sent_ms,
+        "metadata": {"CF-Content-Type": d.content_type},
+        handle: value,
+        **fifo_json(d),
+    }
+
+
 # The producer names a send's keys as the binding spells them; a REST client wrote these.
 _REST_NAMES = (
     ("messageGroupId", "message_group_id"),
@@ -188,16 +201,7 @@ class MessageRoutes:
             for d in pulled.refused
         ]
         messages = [
-            {
-                "id": d.id,
-                "body": body_json(d),
-                "attempts": d.attempts,
-                "timestamp_ms": d.sent_ms,
-                "metadata": {"CF-Content-Type": d.content_type},
-                "lease_id": self.ctx.pull.lease_id(q, d),
-                **fifo_json(d),
-            }
-            for d in pulled.deliveries
+            message_json(d, "lease_id", self.ctx.pull.lease_id(q, d)) for d in pulled.deliveries
         ]
         return ok(
             {
@@ -232,22 +236,7 @@ class MessageRoutes:
         f = Fields(await json_object(request, optional=True), known=("batch_size",))
         limit = f.integer("batch_size", 1, 100, 1)
         peeked = await self.ctx.store.peek(q, self.ctx.clock(), limit)
-        return ok(
-            {
-                "messages": [
-                    {
-                        "id": d.id,
-                        "body": body_json(d),
-                        "attempts": d.attempts,
-                        "timestamp_ms": d.sent_ms,
-                        "metadata": {"CF-Content-Type": d.content_type},
-                        "ref": self.ctx.pull.ref(q, d),
-                        **fifo_json(d),
-                    }
-                    for d in peeked
-                ]
-            }
-        )
+        return ok({"messages": [message_json(d, "ref", self.ctx.pull.ref(q, d)) for d in peeked]})
 
     async def purge_refs(self, request: web.Request) -> web.Response:
         q = await self.ctx.queue(request)

@@ -239,8 +239,8 @@ async def test_fifo_queue_responses_match_the_documented_schemas(start_daemon):
     await call("PATCH", ONE, {"queue_name": "shop"}, expect=400)
     await call("POST", Q, {"queue_name": "plain", "settings": fifo}, expect=400)
     await call("POST", C, {"type": "http_pull", "dead_letter_queue": "dlq"}, expect=400)
-    await call("PUT", C + "/{consumer_id}", {"dead_letter_queue": "dlq"}, consumer_id="0" * 32,
-               expect=400)  # fmt: skip
+    put = C + "/{consumer_id}"
+    await call("PUT", put, {"dead_letter_queue": "dlq"}, consumer_id="0" * 32, expect=400)
     await call("POST", C, {"type": "http_pull", "dead_letter_queue": "dlq.fifo"})
     await call("POST", M, {"body": 1}, expect=400)  # no message_group_id
     await call("POST", M, {"body": 1, "message_group_id": "g", "delay_seconds": 1}, expect=400)
@@ -257,8 +257,8 @@ async def test_fifo_pull_and_peek_responses_match_the_documented_schemas(start_d
     await call("POST", C, {"type": "http_pull"})
     keys = {"message_group_id": "g", "message_deduplication_id": "d"}
     await call("POST", M, {"body": 1, **keys})
-    await call("POST", M + "/batch", {"messages": [{"body": 2, "message_group_id": "h",
-                                                    "message_deduplication_id": "e"}]})  # fmt: skip
+    other = {"message_group_id": "h", "message_deduplication_id": "e"}
+    await call("POST", M + "/batch", {"messages": [{"body": 2, **other}]})
     [*peeked] = (await call("POST", M + "/peek", {"batch_size": 10}))["messages"]
     assert {m["message_group_id"] for m in peeked} == {"g", "h"}
     pulled = (await call("POST", M + "/pull", {"batch_size": 10}))["messages"]

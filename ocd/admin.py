@@ -15,6 +15,12 @@ so the rules live once:
   (:class:`~ocd.errors.ConsumerExists`).
 - **A missing dead-letter queue is created**, as Cloudflare does, when a consumer names it
   and again when a message is dead-lettered to it (it may have been deleted since).
+- **A queue keeps its type**: FIFO queues are the names ending in ``.fifo``; a rename never
+  crosses that line (:class:`~ocd.errors.QueueTypeChange`), a FIFO queue's dead-letter
+  queue is FIFO and a standard queue's standard
+  (:class:`~ocd.errors.DeadLetterTypeMismatch`), and the FIFO-only settings keep their
+  defaults on a standard queue (:class:`~ocd.errors.FifoSettingOnStandard`). The config
+  file is held to the same rules when it is loaded.
 
 Each operation re-reads the queue from the store's catalogue first: it may have been
 changed or deleted (:class:`~ocd.errors.QueueNotFound`) since the caller looked it up.
@@ -33,12 +39,15 @@ from ocd.errors import (
     ConsumerExists,
     ConsumerInConfig,
     ConsumerNotFound,
+    DeadLetterTypeMismatch,
+    FifoSettingOnStandard,
     QueueExists,
     QueueInUse,
     QueueNotFound,
+    QueueTypeChange,
     StoreConflict,
 )
-from ocd.store import PullConsumer, QueueRecord, QueueSettings, Store
+from ocd.store import FIFO_SUFFIX, PullConsumer, QueueRecord, QueueSettings, Store
 
 QueueKey = tuple[str, str]  # (account, queue name)
 
@@ -72,6 +81,34 @@ def config_consumers(config: Config) -> dict[QueueKey, WorkerConsumer]:
     return {
         (w.account, c.queue): WorkerConsumer(w.name, c) for w in config.workers for c in w.consumers
     }
+
+
+def is_fifo(name: str) -> bool:
+    """Whether a queue of this name is a FIFO queue (``QueueRecord.fifo``, by name alone)."""
+    return name.endswith(FIFO_SUFFIX)
+
+
+def check_settings(name: str, settings: QueueSettings) -> None:
+    """``FifoSettingOnStandard`` if a standard queue would get a FIFO-only setting."""
+    if is_fifo(name):
+        return
+    default = QueueSettings()
+    if settings.content_based_deduplication != default.content_based_deduplication:
+        raise FifoSettingOnStandard(name, "content_based_deduplication")
+    if settings.deduplication_scope != default.deduplication_scope:
+        raise FifoSettingOnStandard(name, "deduplication_scope")
+
+
+def check_rename(name: str, new_name: str) -> None:
+    """``QueueTypeChange`` if the rename would change the queue's type."""
+    if is_fifo(name) != is_fifo(new_name):
+        raise QueueTypeChange(name, new_name)
+
+
+def check_dead_letter(name: str, dead_letter_queue: str) -> None:
+    """``DeadLetterTypeMismatch`` unless both queues are FIFO or both standard."""
+    if is_fifo(name) != is_fifo(dead_letter_queue):
+        raise DeadLetterTypeMismatch(name, dead_letter_queue)
 
 
 def worker_consumer_id(queue: QueueRecord, worker: str) -> str:
@@ -132,7 +169,9 @@ class Admin:
         return found
 
     async def create_queue(self, account: str, name: str, settings: QueueSettings) -> QueueRecord:
-        """A new queue; ``QueueExists`` if the account has one of that name."""
+        """A new queue; ``QueueExists`` if the account has one of that name,
+        ``FifoSettingOnStandard`` for FIFO settings on a standard queue."""
+        check_settings(name, settings)
         try:
             return await self.store.create_queue(name, account, settings, self.clock())
         except StoreConflict:
@@ -146,22 +185,26 @@ class Admin:
     ) -> QueueRecord:
         """Replace the queue's settings, or derive them from the current ones (a function of
         them: PATCH), and rename it to ``new_name``. ``QueueInUse`` for a rename of a queue
-        the config names, ``QueueExists`` if the new name is taken, ``QueueNotFound`` if the
-        queue was deleted."""
+        the config names, ``QueueTypeChange`` for one that would change its type,
+        ``FifoSettingOnStandard`` for FIFO settings on a standard queue, ``QueueExists`` if
+        the new name is taken, ``QueueNotFound`` if the queue was deleted."""
         async with self._lock:
             current = await self.current(queue)
             new = settings(current.settings) if callable(settings) else settings
-            rename = new_name is not None and new_name != current.name
+            name = current.name if new_name is None else new_name
+            rename = name != current.name
             if rename:
+                check_rename(current.name, name)
                 named = self.named_by(current)
                 if named:
                     raise QueueInUse(current.name, named, "renamed")
+            check_settings(name, new)  # for the name the queue will have
             try:
                 return await self.store.update_queue(
-                    current, new, self.clock(), new_name if rename else None
+                    current, new, self.clock(), name if rename else None
                 )
             except StoreConflict:
-                raise QueueExists(current.account, new_name or current.name) from None
+                raise QueueExists(current.account, name) from None
 
     async def delete_queue(self, queue: QueueRecord) -> None:
         """Delete the queue, its messages and its pull consumer; ``QueueInUse`` if the
@@ -192,7 +235,13 @@ class Admin:
         made: list[QueueRecord] = []
         for q in queues:
             settings = (
-                QueueSettings(q.delivery_delay_s, q.message_retention_period_s, q.delivery_paused)
+                QueueSettings(
+                    q.delivery_delay_s,
+                    q.message_retention_period_s,
+                    q.delivery_paused,
+                    q.content_based_deduplication,
+                    q.deduplication_scope,
+                )
                 if q.declared
                 else None
             )
@@ -203,7 +252,8 @@ class Admin:
 
     async def create_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
         """Give the queue its pull consumer; ``ConsumerExists`` if it has one already (a
-        worker from the config, or a pull consumer)."""
+        worker from the config, or a pull consumer), ``DeadLetterTypeMismatch`` if its
+        dead-letter queue is not of the queue's type."""
         async with self._lock:
             current = await self.current(queue)
             if self.worker_consumer(current) is not None or self.store.pull_consumer(current):
@@ -215,7 +265,8 @@ class Admin:
     ) -> PullConsumer:
         """Update the queue's pull consumer, or create it. With ``consumer_id``, an existing
         consumer of another id is ``ConsumerNotFound``; a worker consumer is
-        ``ConsumerInConfig``."""
+        ``ConsumerInConfig``; a dead-letter queue of the other type is
+        ``DeadLetterTypeMismatch``."""
         async with self._lock:
             current = await self.current(queue)
             wc = self.worker_consumer(current)
@@ -228,6 +279,7 @@ class Admin:
 
     async def _put(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
         if consumer.dead_letter_queue:  # like Cloudflare, a missing dead-letter queue is made
+            check_dead_letter(queue.name, consumer.dead_letter_queue)
             await self.dead_letter(queue.account, consumer.dead_letter_queue)
         return await self.store.put_pull_consumer(queue, consumer)
 

@@ -72,6 +72,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     send.add_argument("body", metavar="BODY", help="the body; JSON unless --content-type text")
     send.add_argument("--content-type", choices=["json", "text"], default="json")
     send.add_argument("--delay-secs", type=int, help="delay before it can be delivered")
+    send.add_argument("--message-group-id", help="FIFO queues: the message's group (required)")
+    send.add_argument(
+        "--message-deduplication-id",
+        help="FIFO queues: its deduplication id (required without content-based deduplication)",
+    )
     pull = action("pull", "lease messages for an HTTP pull consumer")
     pull.add_argument("--batch-size", type=int, help="1..100 (default 5)")
     pull.add_argument("--visibility-timeout-ms", type=int, help="lease length")
@@ -130,6 +135,16 @@ def _common(p: argparse.ArgumentParser, *, suppress: bool) -> None:
 def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delivery-delay-secs", type=int, help="0..86400")
     p.add_argument("--message-retention-period-secs", type=int, help="60..1209600")
+    p.add_argument(
+        "--content-based-deduplication",
+        action=argparse.BooleanOptionalAction,
+        help="FIFO queues: deduplicate sends without an id by the SHA-256 of their body",
+    )
+    p.add_argument(
+        "--deduplication-scope",
+        choices=["queue", "message_group"],
+        help="FIFO queues: a deduplication id is unique in the queue or in its group",
+    )
 
 
 def _ranged(flag: str, value: int | None, lo: int, hi: int) -> int | None:
@@ -209,12 +224,17 @@ def _list(c: Client, args: argparse.Namespace) -> None:
     emit(args.json, queues, lambda: print(table(headers, rows) if rows else "No queues."))
 
 
-def _settings_body(args: argparse.Namespace) -> dict[str, int]:
+def _settings_body(args: argparse.Namespace) -> dict[str, Any]:
     delay = _ranged("--delivery-delay-secs", args.delivery_delay_secs, 0, 86_400)
     retention = _ranged(
         "--message-retention-period-secs", args.message_retention_period_secs, 60, 1_209_600
     )
-    return _given(delivery_delay=delay, message_retention_period=retention)
+    return _given(
+        delivery_delay=delay,
+        message_retention_period=retention,
+        content_based_deduplication=args.content_based_deduplication,
+        deduplication_scope=args.deduplication_scope,
+    )
 
 
 def _create(c: Client, args: argparse.Namespace) -> None:
@@ -230,8 +250,9 @@ def _update(c: Client, args: argparse.Namespace) -> None:
     settings = _settings_body(args)
     if not settings:
         raise CliError(
-            "error: nothing to update: give --delivery-delay-secs and/or "
-            "--message-retention-period-secs",
+            "error: nothing to update: give --delivery-delay-secs, "
+            "--message-retention-period-secs, --[no-]content-based-deduplication or "
+            "--deduplication-scope",
             EXIT_USAGE,
         )
     q = c.call("PATCH", f"/{quote(args.name)}", {"settings": settings})["result"]
@@ -240,10 +261,20 @@ def _update(c: Client, args: argparse.Namespace) -> None:
 
 def _settings_line(q: dict[str, Any]) -> str:
     s = q["settings"]
-    return (
+    line = (
         f"delivery delay {secs(s['delivery_delay'])}, "
         f"retention {secs(s['message_retention_period'])}"
     )
+    if "deduplication_scope" in s:  # a FIFO queue
+        line += f", deduplication {_deduplication(s)}"
+    return line
+
+
+def _deduplication(s: dict[str, Any]) -> str:
+    """A FIFO queue's deduplication settings in words."""
+    how = "content-based or by id" if s["content_based_deduplication"] else "by id"
+    scope = "per message group" if s["deduplication_scope"] == "message_group" else "per queue"
+    return f"{how}, {scope}"
 
 
 def _pause(c: Client, args: argparse.Namespace, paused: bool) -> None:
@@ -296,6 +327,11 @@ def _print_info(c: Client, q: dict[str, Any], m: dict[str, Any]) -> None:
         ("Delivery", "paused" if s["delivery_paused"] else "active"),
         ("Delivery delay", secs(s["delivery_delay"])),
         ("Retention period", secs(s["message_retention_period"])),
+        *(
+            [("Type", "FIFO"), ("Deduplication", _deduplication(s))]
+            if "deduplication_scope" in s
+            else []
+        ),
         ("Backlog", f"{m['backlog_count']} message(s), {m['backlog_bytes']} bytes"),
         ("Oldest message", when(m["oldest_message_timestamp_ms"])),
         ("Producers", producers or "none"),
@@ -347,10 +383,32 @@ def _send(c: Client, args: argparse.Namespace) -> None:
                 f"error: BODY is not valid JSON ({e}); use --content-type text to send it as text",
                 EXIT_USAGE,
             ) from None
-    msg = _given(body=body, content_type=args.content_type, delay_seconds=args.delay_secs)
+    msg = _given(
+        body=body,
+        content_type=args.content_type,
+        delay_seconds=args.delay_secs,
+        message_group_id=args.message_group_id,
+        message_deduplication_id=args.message_deduplication_id,
+    )
     result = c.call("POST", f"/{quote(args.name)}/messages", msg)["result"]
     backlog = result["metadata"]["metrics"]["backlog_count"]
     emit(args.json, result, lambda: print(f"Sent 1 message to {args.name} (backlog {backlog})."))
+
+
+class _FifoColumns:
+    """GROUP and SEQ columns of a pull or peek table, when its messages are a FIFO queue's."""
+
+    def __init__(self, shown: bool) -> None:
+        self.headers = ["GROUP", "SEQ"] if shown else []
+
+    def cells(self, msg: dict[str, Any]) -> list[str]:
+        if not self.headers:
+            return []
+        return [str(msg.get("message_group_id", "")), str(msg.get("sequence_number", ""))]
+
+
+def _fifo_columns(messages: list[dict[str, Any]]) -> _FifoColumns:
+    return _FifoColumns(any("message_group_id" in m for m in messages))
 
 
 def _pull(c: Client, args: argparse.Namespace) -> None:
@@ -363,10 +421,12 @@ def _pull(c: Client, args: argparse.Namespace) -> None:
     env = c.call("POST", f"/{quote(args.name)}/messages/pull", req, TIMEOUT_S + wait_s)
     notes(env)
     result = env["result"]
+    fifo = _fifo_columns(result["messages"])
     rows = [
         [
             msg["id"],
             str(msg["attempts"]),
+            *fifo.cells(msg),
             msg["metadata"].get("CF-Content-Type", "?"),
             message_body(msg),
             msg["lease_id"],
@@ -376,7 +436,7 @@ def _pull(c: Client, args: argparse.Namespace) -> None:
 
     def human() -> None:
         if rows:
-            print(table(["ID", "ATTEMPTS", "TYPE", "BODY", "LEASE ID"], rows))
+            print(table(["ID", "ATTEMPTS", *fifo.headers, "TYPE", "BODY", "LEASE ID"], rows))
         else:
             print("No messages available.")
         print(f"\nBacklog: {result['message_backlog_count']} message(s).")
@@ -401,17 +461,19 @@ def _ack(c: Client, args: argparse.Namespace) -> None:
 def _peek(c: Client, args: argparse.Namespace) -> None:
     req = _given(batch_size=args.batch_size)
     result = c.call("POST", f"/{quote(args.name)}/messages/peek", req)["result"]
+    fifo = _fifo_columns(result["messages"])
     rows = [
         [
             msg["id"],
             str(msg["attempts"]),
+            *fifo.cells(msg),
             when(msg["timestamp_ms"]),
             msg["metadata"].get("CF-Content-Type", "?"),
             message_body(msg),
         ]
         for msg in result["messages"]
     ]
-    headers = ["ID", "ATTEMPTS", "SENT", "TYPE", "BODY"]
+    headers = ["ID", "ATTEMPTS", *fifo.headers, "SENT", "TYPE", "BODY"]
     emit(
         args.json, result, lambda: print(table(headers, rows) if rows else "No messages available.")
     )

@@ -96,7 +96,13 @@ class QueueConfig:
     delivery_delay_s: int = 0
     message_retention_period_s: int = 345_600
     delivery_paused: bool = False
+    content_based_deduplication: bool = False  # FIFO queues only (names ending in ".fifo")
+    deduplication_scope: str = "queue"  # FIFO queues only: or "message_group"
     declared: bool = False  # from a [[queues]] entry, not only named by a worker
+
+    @property
+    def fifo(self) -> bool:
+        return self.name.endswith(_FIFO_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,13 +150,18 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
     return config
 
 
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}(?:\.fifo)?")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
+# A FIFO queue's name ends in ".fifo" (ocd.store.FIFO_SUFFIX; config imports nothing of the
+# store): exactly one, after a standard name.
+_FIFO_SUFFIX = ".fifo"
+_QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,63}(?:\.fifo)?")
 _ACCOUNT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _DSN_KEYWORD = re.compile(r"(?:^|\s)(?:host|dbname)\s*=")
 
-_QUEUE_NAME = "a queue name (1..63 of A-Z a-z 0-9 _ -)"
+_QUEUE_NAME = 'a queue name (1..63 of A-Z a-z 0-9 _ -, then ".fifo" for a FIFO queue)'
+_DEDUP_SCOPES = ("queue", "message_group")
 _IDENTIFIER_NAME = "name matching [A-Za-z_][A-Za-z0-9_]*"
 _ACCOUNT_REF = 'an account id ("local" or a configured [[accounts]] id)'
 _DSN = 'a PostgreSQL connection string ("postgresql://..." or "host=... dbname=...")'
@@ -168,7 +179,10 @@ _CONSUMER_KEYS = (
     "queue", "max_batch_size", "max_batch_timeout", "max_retries", "dead_letter_queue",
     "max_concurrency", "retry_delay",
 )  # fmt: skip
-_QUEUE_KEYS = ("name", "account", "delivery_delay", "message_retention_period", "delivery_paused")
+_QUEUE_KEYS = (
+    "name", "account", "delivery_delay", "message_retention_period", "delivery_paused",
+    "content_based_deduplication", "deduplication_scope",
+)  # fmt: skip
 # Keys wrangler accepts that ocd checks but ignores.
 _WRANGLER_PRODUCER_KEYS = (*_PRODUCER_KEYS, "delivery_delay", "remote")
 _WRANGLER_CONSUMER_KEYS = (*_CONSUMER_KEYS, "type", "visibility_timeout_ms")
@@ -362,7 +376,7 @@ class _Loader:
         q = self.config.table(item, path, _QUEUE_KEYS, required=("name",))
         if q is None:
             return None
-        name = q.text("name", _NAME.fullmatch, _QUEUE_NAME)
+        name = q.text("name", _QUEUE_NAME_RE.fullmatch, _QUEUE_NAME)
         account = self._account_ref(q)
         first = self.declared_queues.setdefault((account, name), path) if name else path
         if first != path:
@@ -376,8 +390,29 @@ class _Loader:
                 "message_retention_period", 60, 1_209_600, 345_600
             ),
             delivery_paused=q.boolean("delivery_paused", False),
+            **self._fifo_settings(q, name),
             declared=True,
         )
+
+    def _fifo_settings(self, q: Table, name: str | None) -> dict[str, Any]:
+        """A [[queues]] entry's FIFO settings; on a standard queue only their defaults."""
+        content = q.boolean("content_based_deduplication", False)
+        scope = q.get("deduplication_scope", "queue")
+        if scope not in _DEDUP_SCOPES:
+            q.expected("deduplication_scope", '"queue" or "message_group"', scope)
+            scope = "queue"
+        if name is not None and not name.endswith(_FIFO_SUFFIX):
+            for key, value, default in (
+                ("content_based_deduplication", content, False),
+                ("deduplication_scope", scope, "queue"),
+            ):
+                if value != default:
+                    q.problem(
+                        key,
+                        f'only valid on FIFO queues (names ending in ".fifo"); "{name}" is a '
+                        "standard queue",
+                    )
+        return {"content_based_deduplication": content, "deduplication_scope": scope}
 
     def _worker(self, path: str, item: object) -> WorkerConfig | None:
         w = self.config.table(item, path, _WORKER_KEYS)
@@ -515,7 +550,7 @@ class _Loader:
         if p is None:
             return None
         binding = p.text("binding", _IDENTIFIER.fullmatch, f"a binding {_IDENTIFIER_NAME}")
-        queue = p.text("queue", _NAME.fullmatch, _QUEUE_NAME) if "queue" in p else binding
+        queue = p.text("queue", _QUEUE_NAME_RE.fullmatch, _QUEUE_NAME) if "queue" in p else binding
         if file.wrangler and "delivery_delay" in p:
             p.number("delivery_delay", 0, 86400, 0)
             where = f"{file.shown}: {p.key_path('delivery_delay')}"
@@ -534,11 +569,16 @@ class _Loader:
         if file.wrangler and c.get("type", "worker") != "worker":
             why = 'only "worker" consumers can be configured in your Wrangler configuration'
             c.expected("type", f'"worker" ({why})', c.get("type"))
-        queue = c.text("queue", _NAME.fullmatch, _QUEUE_NAME)
-        dlq = c.text("dead_letter_queue", _NAME.fullmatch, _QUEUE_NAME)
+        queue = c.text("queue", _QUEUE_NAME_RE.fullmatch, _QUEUE_NAME)
+        dlq = c.text("dead_letter_queue", _QUEUE_NAME_RE.fullmatch, _QUEUE_NAME)
         if queue is not None and dlq == queue:
             message = f'dead letter queue for queue "{queue}" cannot be itself'
             c.problem("dead_letter_queue", message)
+        elif queue and dlq and queue.endswith(_FIFO_SUFFIX) != dlq.endswith(_FIFO_SUFFIX):
+            kind = "FIFO" if queue.endswith(_FIFO_SUFFIX) else "standard"
+            rule = 'a name ending in ".fifo"' if kind == "FIFO" else 'not ending in ".fifo"'
+            what = f'a {kind} queue ({rule}) as the dead letter queue of the {kind} queue "{queue}"'
+            c.expected("dead_letter_queue", what, dlq)
         concurrency = None  # absent, or null in JSON: autoscale
         if c.get("max_concurrency") is not None:
             concurrency = c.integer("max_concurrency", 1, 250, 1)

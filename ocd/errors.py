@@ -22,6 +22,10 @@
     │                          changed or removed there, not over the API; ``worker``
     ├── ConsumerExists         the queue already has a consumer (one at a time); ``queue``
     ├── ConsumerNotFound       no consumer of that id on the queue; ``queue``, ``consumer_id``
+    ├── QueueTypeError         standard and FIFO queues mixed where they cannot be; ``queue``
+    │   ├── QueueTypeChange         a rename across the ``.fifo`` line; ``new_name``
+    │   ├── DeadLetterTypeMismatch  a dead-letter queue of the other type; ``dead_letter_queue``
+    │   └── FifoSettingOnStandard   a FIFO-only setting on a standard queue; ``setting``
     └── QueueSendError         a send broke a Cloudflare Queues limit; str() is "<cause> (<code>)"
         └── QueueSendArgumentError  wrong FIFO keys for the queue (also a TypeError)
 
@@ -176,6 +180,58 @@ class ConsumerNotFound(OcdError):
         self.queue = queue
         self.consumer_id = consumer_id
         super().__init__("Consumer not found")
+
+
+class QueueTypeError(OcdError):
+    """Standard and FIFO queues (a name ending in ``.fifo``) mixed where they cannot be;
+    nothing was written."""
+
+    def __init__(self, queue: str, message: str) -> None:
+        self.queue = queue
+        super().__init__(message)
+
+
+class QueueTypeChange(QueueTypeError):
+    """A rename would turn a standard queue into a FIFO one, or a FIFO one into a standard
+    one: the two keep their messages differently, so a queue keeps its type for life."""
+
+    def __init__(self, queue: str, new_name: str) -> None:
+        self.new_name = new_name
+        kind, other = ("FIFO", "standard") if queue.endswith(".fifo") else ("standard", "FIFO")
+        super().__init__(
+            queue,
+            f"queue {queue} cannot be renamed to {new_name}: a {kind} queue cannot become a "
+            f"{other} one (FIFO queues are the names ending in .fifo); create a new queue "
+            "instead",
+        )
+
+
+class DeadLetterTypeMismatch(QueueTypeError):
+    """A FIFO queue's dead-letter queue must be FIFO, a standard queue's standard."""
+
+    def __init__(self, queue: str, dead_letter_queue: str) -> None:
+        self.dead_letter_queue = dead_letter_queue
+        fifo = queue.endswith(".fifo")
+        kind, other = ("FIFO", "standard") if fifo else ("standard", "FIFO")
+        super().__init__(
+            queue,
+            f"the dead letter queue of the {kind} queue {queue} must be a {kind} queue "
+            f"(FIFO queues are the names ending in .fifo), got the {other} queue "
+            f"{dead_letter_queue}",
+        )
+
+
+class FifoSettingOnStandard(QueueTypeError):
+    """``content_based_deduplication`` or ``deduplication_scope`` set, to other than its
+    default, on a standard queue."""
+
+    def __init__(self, queue: str, setting: str) -> None:
+        self.setting = setting
+        super().__init__(
+            queue,
+            f"{setting} is only valid on FIFO queues (names ending in .fifo); {queue} is a "
+            "standard queue",
+        )
 
 
 class QueueSendError(OcdError):

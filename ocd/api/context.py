@@ -18,7 +18,8 @@ from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.store import PullConsumer, QueueRecord, Store
 
-QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+# A FIFO queue's name is a standard one with one ".fifo" after it (ocd.store.FIFO_SUFFIX).
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}(?:\.fifo)?")
 
 
 @dataclass
@@ -82,6 +83,14 @@ class ApiContext:
             {"type": "worker", "script": w} for w in self.producers.get((q.account, q.name), [])
         ]
         consumers = [c for c in [self.consumer_json(q)] if c is not None]
+        settings: dict[str, Any] = {
+            "delivery_delay": q.settings.delivery_delay_s,
+            "delivery_paused": q.settings.delivery_paused,
+            "message_retention_period": q.settings.message_retention_period_s,
+        }
+        if q.fifo:  # a standard queue's settings stay exactly Cloudflare's
+            settings["content_based_deduplication"] = q.settings.content_based_deduplication
+            settings["deduplication_scope"] = q.settings.deduplication_scope
         return {
             "queue_id": q.queue_id,
             "queue_name": q.name,
@@ -91,11 +100,7 @@ class ApiContext:
             "producers_total_count": len(producers),
             "consumers": consumers,
             "consumers_total_count": len(consumers),
-            "settings": {
-                "delivery_delay": q.settings.delivery_delay_s,
-                "delivery_paused": q.settings.delivery_paused,
-                "message_retention_period": q.settings.message_retention_period_s,
-            },
+            "settings": settings,
         }
 
     def consumer_json(self, q: QueueRecord) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from ocd.api.envelope import (
     ok,
 )
 from ocd.api.validate import Fields, json_object
-from ocd.errors import QueueSendError
+from ocd.errors import QueueSendArgumentError, QueueSendError
 from ocd.producer import MAX_BATCH_MESSAGES, MAX_DELAY_S
 from ocd.pull import MAX_WAIT_MS
 from ocd.store import Backlog, Delivery, PullConsumer, QueueRecord
@@ -64,6 +64,45 @@ def body_json(d: Delivery) -> str:
     return base64.b64encode(d.body).decode()
 
 
+def fifo_json(d: Delivery) -> dict[str, Any]:
+    """A FIFO message's group, sequence number and deduplication id for a pull or peek
+    reply; nothing for a standard queue's, whose replies stay exactly Cloudflare's."""
+    if d.group is None:
+        return {}
+    return {
+        "message_group_id": d.group,
+        "sequence_number": d.sequence,
+        "message_deduplication_id": d.dedup,
+    }
+
+
+def message_json(d: Delivery, handle: str, value: str) -> dict[str, Any]:
+    """A pulled or peeked message; ``handle`` names its ``value``: "lease_id" or "ref"."""
+    return {
+        "id": d.id,
+        "body": body_json(d),
+        "attempts": d.attempts,
+        "timestamp_ms": d.sent_ms,
+        "metadata": {"CF-Content-Type": d.content_type},
+        handle: value,
+        **fifo_json(d),
+    }
+
+
+# The producer names a send's keys as the binding spells them; a REST client wrote these.
+_REST_NAMES = (
+    ("messageGroupId", "message_group_id"),
+    ("messageDeduplicationId", "message_deduplication_id"),
+    ("delaySeconds", "delay_seconds"),
+)
+
+
+def _rest_names(cause: str) -> str:
+    for binding, rest in _REST_NAMES:
+        cause = cause.replace(binding, rest)
+    return cause
+
+
 def _item(f: Fields) -> tuple[Any, str, int | None, str | None, str | None]:
     if "body" not in f:
         raise invalid('"body" is required', f.where("body"))
@@ -100,6 +139,8 @@ class MessageRoutes:
     async def _send(self, q: QueueRecord, items: list[Any], delay: int | None) -> web.Response:
         try:
             backlog = await self.ctx.producer.send(q, items, delay)
+        except QueueSendArgumentError as e:  # FIFO keys wrong for the queue
+            raise ApiError(400, e.code, _rest_names(e.cause)) from None
         except QueueSendError as e:
             raise ApiError(400, e.code, e.cause) from None
         except TypeError as e:  # a body the content type cannot carry
@@ -160,15 +201,7 @@ class MessageRoutes:
             for d in pulled.refused
         ]
         messages = [
-            {
-                "id": d.id,
-                "body": body_json(d),
-                "attempts": d.attempts,
-                "timestamp_ms": d.sent_ms,
-                "metadata": {"CF-Content-Type": d.content_type},
-                "lease_id": self.ctx.pull.lease_id(q, d),
-            }
-            for d in pulled.deliveries
+            message_json(d, "lease_id", self.ctx.pull.lease_id(q, d)) for d in pulled.deliveries
         ]
         return ok(
             {
@@ -203,21 +236,7 @@ class MessageRoutes:
         f = Fields(await json_object(request, optional=True), known=("batch_size",))
         limit = f.integer("batch_size", 1, 100, 1)
         peeked = await self.ctx.store.peek(q, self.ctx.clock(), limit)
-        return ok(
-            {
-                "messages": [
-                    {
-                        "id": d.id,
-                        "body": body_json(d),
-                        "attempts": d.attempts,
-                        "timestamp_ms": d.sent_ms,
-                        "metadata": {"CF-Content-Type": d.content_type},
-                        "ref": self.ctx.pull.ref(q, d),
-                    }
-                    for d in peeked
-                ]
-            }
-        )
+        return ok({"messages": [message_json(d, "ref", self.ctx.pull.ref(q, d)) for d in peeked]})
 
     async def purge_refs(self, request: web.Request) -> web.Response:
         q = await self.ctx.queue(request)

@@ -45,12 +45,18 @@ from ocd.producer import (
 CODES: dict[int, str] = {
     AUTH_ERROR: "authentication error: a missing or wrong bearer token, or an account the "
     "token does not open (all three look the same)",
-    MESSAGE_METADATA_INVALID: "a message's content_type is not json or text",
+    MESSAGE_METADATA_INVALID: "a message's content_type is not json or text; or its FIFO "
+    "keys do not fit its queue: message_group_id missing on a FIFO queue or given on a "
+    "standard one, message_deduplication_id given on a standard queue or missing on a FIFO "
+    "queue without content_based_deduplication, an id that is not 1-128 printable ASCII "
+    "characters without spaces, or a delay_seconds other than 0 on a FIFO queue",
     MESSAGE_SIZE_OUT_OF_BOUNDS: f"a message is larger than {MAX_MESSAGE_BYTES} bytes encoded",
     BATCH_SIZE_OUT_OF_BOUNDS: f"a batch is larger than {MAX_BATCH_BYTES} bytes encoded",
     BATCH_COUNT_OUT_OF_BOUNDS: f"a batch has more than {MAX_BATCH_MESSAGES} messages",
     BODY_INVALID: "the request is well-formed JSON but a field is missing, unknown, of the "
-    "wrong type or out of range (errors[].source.pointer names it); also a body over 1 MiB",
+    "wrong type or out of range (errors[].source.pointer names it); also a body over 1 MiB; "
+    "and the FIFO type rules: a rename that adds or removes '.fifo', a dead-letter queue of "
+    "the other type than its queue, FIFO settings on a standard queue",
     BODY_MALFORMED: "the request body is empty where one is required, not JSON, nested too "
     "deeply, or not in its Content-Encoding",
     QUEUE_DISABLED: "the queue's delivery is paused (message: queue_delivery_paused)",

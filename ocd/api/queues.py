@@ -29,21 +29,39 @@ from ocd.errors import (
     ConsumerExists,
     ConsumerInConfig,
     ConsumerNotFound,
+    DeadLetterTypeMismatch,
+    FifoSettingOnStandard,
     QueueExists,
     QueueInUse,
+    QueueTypeChange,
 )
 from ocd.store import PullConsumer, QueueRecord, QueueSettings
 
-SETTINGS_KEYS = ("delivery_delay", "message_retention_period", "delivery_paused")
+SETTINGS_KEYS = (
+    "delivery_delay",
+    "message_retention_period",
+    "delivery_paused",
+    "content_based_deduplication",
+    "deduplication_scope",
+)
+DEDUPLICATION_SCOPES = ("queue", "message_group")
 MAX_PER_PAGE = 1000
 
 
 def _settings(f: Fields, base: QueueSettings) -> QueueSettings:
     s = f.object("settings", SETTINGS_KEYS)
+    scope = s.string("deduplication_scope", base.deduplication_scope)
+    if scope not in DEDUPLICATION_SCOPES:
+        raise invalid(
+            f'deduplication_scope must be "queue" or "message_group", got "{scope}"',
+            s.where("deduplication_scope"),
+        )
     return QueueSettings(
         s.integer("delivery_delay", 0, 86_400, base.delivery_delay_s),
         s.integer("message_retention_period", 60, 1_209_600, base.message_retention_period_s),
         s.boolean("delivery_paused", base.delivery_paused),
+        s.boolean("content_based_deduplication", base.content_based_deduplication),
+        scope,
     )
 
 
@@ -52,10 +70,14 @@ def _queue_name(f: Fields, required: bool) -> str | None:
     if name is not None and not QUEUE_NAME.fullmatch(name):
         raise invalid(
             "queue_name must be 1..63 characters of letters, digits, '-' and '_', "
-            "starting with a letter or digit",
+            "starting with a letter or digit, then '.fifo' for a FIFO queue",
             "/queue_name",
         )
     return name
+
+
+def _fifo_setting(e: FifoSettingOnStandard) -> ApiError:
+    return invalid(str(e), f"/settings/{e.setting}")
 
 
 class QueueRoutes:
@@ -96,6 +118,8 @@ class QueueRoutes:
             q = await self.admin.create_queue(account, name, settings)
         except QueueExists as e:
             raise _exists(e) from None
+        except FifoSettingOnStandard as e:
+            raise _fifo_setting(e) from None
         return ok(self.ctx.queue_json(q))
 
     async def list(self, request: web.Request) -> web.Response:
@@ -143,6 +167,10 @@ class QueueRoutes:
             raise _exists(e) from None
         except QueueInUse as e:
             raise _in_use(e) from None
+        except QueueTypeChange as e:
+            raise invalid(str(e), "/queue_name") from None
+        except FifoSettingOnStandard as e:
+            raise _fifo_setting(e) from None
         return ok(self.ctx.queue_json(q))
 
     async def delete(self, request: web.Request) -> web.Response:
@@ -210,6 +238,8 @@ class QueueRoutes:
             stored = await self.admin.create_consumer(q, consumer)
         except ConsumerExists as e:
             raise ApiError(409, CONSUMER_EXISTS, str(e)) from None
+        except DeadLetterTypeMismatch as e:
+            raise invalid(str(e), "/dead_letter_queue") from None
         return ok(self._consumer_json(q, stored))
 
     async def update_consumer(self, request: web.Request) -> web.Response:
@@ -222,6 +252,8 @@ class QueueRoutes:
             raise _worker_consumer_refused() from None
         except ConsumerNotFound as e:
             raise ApiError(404, CONSUMER_NOT_FOUND, str(e)) from None
+        except DeadLetterTypeMismatch as e:
+            raise invalid(str(e), "/dead_letter_queue") from None
         return ok(self._consumer_json(q, stored))
 
     async def _consumer_input(self, request: web.Request, q: QueueRecord) -> PullConsumer:

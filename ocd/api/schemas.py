@@ -25,6 +25,8 @@ from ocd.pull import MAX_WAIT_MS
 Schema = dict[str, Any]
 
 MAX_VISIBILITY_MS = 43_200_000  # 12 hours
+# ocd.producer.check_fifo_id's rule: 1..128 printable ASCII characters, no space
+FIFO_ID_PATTERN = "^[!-~]{1,128}$"
 NAME_PATTERN = f"^{QUEUE_NAME.pattern}$"
 
 # ------------------------------------------------------------------------ schema helpers
@@ -111,6 +113,20 @@ QUEUE_SETTINGS_INPUT = obj(
             "type": "boolean",
             "description": "Paused queues keep accepting messages but deliver none.",
         },
+        "content_based_deduplication": {
+            "type": "boolean",
+            "default": False,
+            "description": "FIFO queues only: a message sent without message_deduplication_id "
+            "is deduplicated by the SHA-256 of its stored body. true on a standard queue is "
+            "refused (10207).",
+        },
+        "deduplication_scope": {
+            "enum": ["queue", "message_group", None],
+            "default": "queue",
+            "description": "FIFO queues only: whether a deduplication id is unique in the "
+            'queue or in its message group. "message_group" on a standard queue is refused '
+            "(10207).",
+        },
     },
     closed=True,
     nullable=True,
@@ -122,7 +138,10 @@ JURISDICTION = {"description": "Accepted for compatibility with Cloudflare and i
 
 
 def queue_input(name_required: bool) -> Schema:
-    name = string("1-63 letters, digits, '-' and '_', starting with a letter or digit.")
+    name = string(
+        "1-63 letters, digits, '-' and '_', starting with a letter or digit; then '.fifo' "
+        "for a FIFO queue. A rename cannot add or remove '.fifo' (10207)."
+    )
     name["pattern"] = NAME_PATTERN
     if not name_required:
         name["type"] = ["string", "null"]
@@ -146,7 +165,8 @@ CONSUMER_INPUT = obj(
             "type": ["string", "null"],
             "pattern": f"^$|{NAME_PATTERN}",
             "description": "Queue that exhausted messages move to (created if missing); "
-            "empty or null for none. Cannot be the queue itself.",
+            "empty or null for none. Cannot be the queue itself; a FIFO queue's must be a "
+            "FIFO queue and a standard queue's a standard one (10207).",
         },
         "settings": obj(
             {
@@ -168,12 +188,38 @@ CONSUMER_INPUT = obj(
 
 DELAY = optional_int(0, MAX_DELAY_S, "Seconds before the message can be delivered.")
 
+
+def fifo_id(description: str) -> Schema:
+    """A message group or deduplication id in a request: null or absent means not given."""
+    return {
+        "type": ["string", "null"],
+        "pattern": FIFO_ID_PATTERN,
+        "description": description,
+    }
+
+
+FIFO_MESSAGE_FIELDS: dict[str, Schema] = {
+    "message_group_id": fifo_id(
+        "FIFO queues: required, the ordered group the message joins; refused on a standard "
+        "queue (10203). 1-128 printable ASCII characters without spaces."
+    ),
+    "message_deduplication_id": fifo_id(
+        "FIFO queues: a send with an id seen in the last 5 minutes is accepted and stores "
+        "nothing. Required unless the queue has content_based_deduplication; refused on a "
+        "standard queue (10203)."
+    ),
+}
+
 MESSAGE_INPUT: Schema = {
     **obj(
         {
             "body": {"description": "Any JSON value; a string for content_type text."},
             "content_type": {"enum": ["json", "text", None], "default": "json"},
-            "delay_seconds": DELAY,
+            "delay_seconds": {
+                **DELAY,
+                "description": f"{DELAY['description']} Must be 0 on a FIFO queue (10203).",
+            },
+            **FIFO_MESSAGE_FIELDS,
         },
         ("body",),
         closed=True,
@@ -193,7 +239,10 @@ BATCH_INPUT = obj(
             minItems=1,
             maxItems=MAX_BATCH_MESSAGES,
         ),
-        "delay_seconds": {**DELAY, "description": "Delay for messages that set none."},
+        "delay_seconds": {
+            **DELAY,
+            "description": "Delay for messages that set none. Must be 0 on a FIFO queue (10203).",
+        },
     },
     ("messages",),
     closed=True,
@@ -296,6 +345,14 @@ QUEUE = obj(
                 "delivery_delay": integer(0, 86_400),
                 "delivery_paused": {"type": "boolean"},
                 "message_retention_period": integer(60, 1_209_600),
+                "content_based_deduplication": {
+                    "type": "boolean",
+                    "description": "FIFO queues only (absent on standard queues).",
+                },
+                "deduplication_scope": {
+                    "enum": ["queue", "message_group"],
+                    "description": "FIFO queues only (absent on standard queues).",
+                },
             },
             ("delivery_delay", "delivery_paused", "message_retention_period"),
         ),
@@ -368,6 +425,16 @@ def delivered(handle: str, description: str) -> Schema:
                 ("CF-Content-Type",),
             ),
             handle: string(description),
+            "message_group_id": string("FIFO queues only (absent on standard queues)."),
+            "sequence_number": integer(
+                0,
+                description="FIFO queues only: strictly increasing per queue in send order, "
+                "never reused, the same on every delivery of the message.",
+            ),
+            "message_deduplication_id": string(
+                "FIFO queues only: the id given on send, or the SHA-256 (hex) of the body "
+                "with content_based_deduplication."
+            ),
         },
         ("id", "body", "attempts", "timestamp_ms", "metadata", handle),
     )

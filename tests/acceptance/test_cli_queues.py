@@ -301,3 +301,53 @@ def test_token_new_output_pasted_into_the_config_protects_the_account(ocd_proces
     # The token is for acme only: the default account is refused, with it or without it.
     assert Ocd(port, OCD_API_TOKEN=token)("list", code=1).stderr.startswith("error 10000: ")
     assert anonymous("info", "invoices", code=1).stderr.startswith("error 10000: ")
+
+
+def test_fifo_queues_from_the_shell(ocd_processes, tmp_path):
+    ocd = start(ocd_processes, tmp_path)
+    r = ocd("create", "orders.fifo", "--content-based-deduplication")
+    assert r.stdout.startswith("Created queue orders.fifo (id ")
+    fields = pairs(ocd("info", "orders.fifo").stdout)
+    assert (fields["Type"], fields["Deduplication"]) == (
+        "FIFO",
+        "content-based or by id, per queue",
+    )
+    r = ocd("update", "orders.fifo", "--deduplication-scope", "message_group")
+    assert r.stdout == (
+        "Updated queue orders.fifo: delivery delay 0s, retention 345600s (4d), deduplication "
+        "content-based or by id, per message group.\n"
+    )
+    r = ocd("update", "orders.fifo", "--no-content-based-deduplication")
+    assert r.stdout.endswith("deduplication by id, per message group.\n")
+    assert "Type" not in pairs(ocd("info", "jobs").stdout)
+
+    r = ocd("create", "tasks", "--deduplication-scope", "message_group", code=1)
+    assert r.stderr == (
+        "error 10207: deduplication_scope is only valid on FIFO queues (names ending in "
+        ".fifo); tasks is a standard queue\n"
+    )
+    r = ocd("update", "jobs", "--content-based-deduplication", code=1)
+    assert "content_based_deduplication is only valid on FIFO queues" in r.stderr
+    r = ocd("send", "orders.fifo", '{"n": 1}', code=1)
+    assert r.stderr == "error 10203: message_group_id is required on the FIFO queue orders.fifo\n"
+    r = ocd("send", "jobs", '{"n": 1}', "--message-group-id", "g", code=1)
+    assert r.stderr.startswith("error 10203: message_group_id is only valid on FIFO queues")
+    r = ocd("consumer", "http", "add", "orders.fifo", "--dead-letter-queue", "dlq", code=1)
+    assert r.stderr.startswith("error 10207: the dead letter queue of the FIFO queue orders.fifo")
+
+
+def test_fifo_messages_from_the_shell_show_group_and_sequence(ocd_processes, tmp_path):
+    """Needs the store's FIFO path: FIFO messages stored, then peeked and pulled."""
+    ocd = start(ocd_processes, tmp_path)
+    ocd("create", "orders.fifo")
+    ocd("consumer", "http", "add", "orders.fifo")
+    for n, group in ((1, "a"), (2, "b")):
+        ocd(
+            "send", "orders.fifo", f'{{"n": {n}}}', "--message-group-id", group,
+            "--message-deduplication-id", f"d{n}",
+        )  # fmt: skip
+    peeked = table(ocd("peek", "orders.fifo", "--batch-size", "10").stdout)
+    assert sorted((p["GROUP"], p["BODY"]) for p in peeked) == [("a", '{"n": 1}'), ("b", '{"n": 2}')]
+    pulled = table(ocd("pull", "orders.fifo").stdout)
+    seqs = {p["GROUP"]: int(p["SEQ"]) for p in pulled}
+    assert seqs["a"] < seqs["b"]

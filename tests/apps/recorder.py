@@ -63,13 +63,18 @@ def jsonable(value):
     return value
 
 
+SEND_OPTIONS = (
+    "contentType",
+    "delaySeconds",
+    "messageGroupId",
+    "messageDeduplicationId",
+    "message_group_id",
+    "message_deduplication_id",
+)
+
+
 def options(spec):
-    out = {}
-    if "contentType" in spec:
-        out["contentType"] = spec["contentType"]
-    if "delaySeconds" in spec:
-        out["delaySeconds"] = spec["delaySeconds"]
-    return out
+    return {key: spec[key] for key in SEND_OPTIONS if key in spec}
 
 
 class Default(WorkerEntrypoint):
@@ -98,7 +103,12 @@ class Default(WorkerEntrypoint):
             else:
                 return Response("not found", status=404)
         except Exception as e:  # the test wants to see the exact error
-            return Response.json({"error": type(e).__name__, "message": str(e)}, status=400)
+            error = {
+                "error": type(e).__name__,
+                "message": str(e),
+                "type_error": isinstance(e, TypeError),
+            }
+            return Response.json(error, status=400)
         return Response.json(jsonable(result))
 
     async def queue(self, batch, env, ctx):
@@ -136,6 +146,10 @@ class Default(WorkerEntrypoint):
                     "batch": len(batch.messages),
                     "backlog": batch.metadata.metrics.backlogCount,
                 }
+                if m.groupId is not None:  # a FIFO queue's message
+                    line["group"] = m.groupId
+                    line["seq"] = m.sequenceNumber
+                    line["dedup"] = m.deduplicationId
                 if type(body) is dict and body.get("dec") is not None:
                     line["v8_equal"] = body == v8_sample() and body["a"] is body["b"]
                 os.write(fd, (json.dumps(line) + "\n").encode())

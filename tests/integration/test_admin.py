@@ -19,9 +19,12 @@ from ocd.errors import (
     ConsumerExists,
     ConsumerInConfig,
     ConsumerNotFound,
+    DeadLetterTypeMismatch,
+    FifoSettingOnStandard,
     QueueExists,
     QueueInUse,
     QueueNotFound,
+    QueueTypeChange,
 )
 from ocd.store import PullConsumer, QueueRecord, QueueSettings, SqliteStore, Store
 
@@ -323,3 +326,80 @@ async def test_dead_letter_makes_a_missing_queue_once(admin, store):
     again = await admin.dead_letter("local", "gone")  # deleted since: made again
     assert again.queue_id != dlqs[0].queue_id
     assert [x.name for x in store.queues()] == ["gone", "work"] and q.name == "work"
+
+
+# ---------------------------------------------------------------- FIFO queues keep their type
+
+
+async def test_fifo_queues_keep_their_settings_and_standard_ones_refuse_them(admin, store):
+    fifo = QueueSettings(content_based_deduplication=True, deduplication_scope="message_group")
+    orders = await admin.create_queue("local", "orders.fifo", fifo)
+    assert orders.fifo and store.queue("orders.fifo").settings == fifo
+    changed = await admin.change_queue(
+        orders, lambda s: dataclasses.replace(s, content_based_deduplication=False)
+    )
+    assert changed.settings == dataclasses.replace(fifo, content_based_deduplication=False)
+    with pytest.raises(FifoSettingOnStandard) as e:
+        await admin.create_queue("local", "jobs", QueueSettings(content_based_deduplication=True))
+    assert (e.value.queue, e.value.setting) == ("jobs", "content_based_deduplication")
+    assert str(e.value) == (
+        "content_based_deduplication is only valid on FIFO queues (names ending in .fifo); "
+        "jobs is a standard queue"
+    )
+    assert store.queue("jobs") is None
+    jobs = await admin.create_queue("local", "jobs", QueueSettings())
+    with pytest.raises(FifoSettingOnStandard) as e:
+        await admin.change_queue(jobs, QueueSettings(deduplication_scope="message_group"))
+    assert e.value.setting == "deduplication_scope"
+    assert store.queue("jobs").settings == QueueSettings()
+
+
+@pytest.mark.parametrize(("old", "new"), [("jobs", "jobs.fifo"), ("orders.fifo", "orders")])
+async def test_a_rename_never_changes_a_queues_type(admin, store, old, new):
+    q = await admin.create_queue("local", old, QueueSettings())
+    with pytest.raises(QueueTypeChange) as e:
+        await admin.change_queue(q, QueueSettings(delivery_delay_s=5), new)
+    assert (e.value.queue, e.value.new_name) == (old, new)
+    assert old in str(e.value) and new in str(e.value)
+    assert store.queue(old).settings == QueueSettings() and store.queue(new) is None
+    same_type = "renamed.fifo" if q.fifo else "renamed"
+    assert (await admin.change_queue(q, QueueSettings(), same_type)).name == same_type
+
+
+async def test_a_dead_letter_queue_is_of_its_queues_type(admin, store):
+    orders = await admin.create_queue("local", "orders.fifo", QueueSettings())
+    jobs = await admin.create_queue("local", "jobs", QueueSettings())
+    for q, dlq in ((orders, "orders-dlq"), (jobs, "jobs-dlq.fifo")):
+        with pytest.raises(DeadLetterTypeMismatch) as e:
+            await admin.create_consumer(q, pull_consumer(q, dlq=dlq))
+        assert (e.value.queue, e.value.dead_letter_queue) == (q.name, dlq)
+        with pytest.raises(DeadLetterTypeMismatch):
+            await admin.put_consumer(q, pull_consumer(q, dlq=dlq))
+        assert store.pull_consumer(q) is None and store.queue(dlq) is None
+    assert str(e.value) == (
+        "the dead letter queue of the standard queue jobs must be a standard queue (FIFO "
+        "queues are the names ending in .fifo), got the FIFO queue jobs-dlq.fifo"
+    )
+    stored = await admin.create_consumer(orders, pull_consumer(orders, dlq="orders-dlq.fifo"))
+    assert stored.dead_letter_queue == "orders-dlq.fifo" and store.queue("orders-dlq.fifo").fifo
+
+
+async def test_config_fifo_queues_get_their_declared_settings(admin, store, tmp_path):
+    path = tmp_path / "fifo.toml"
+    path.write_text(
+        """
+[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+[[queues]]
+name = "orders.fifo"
+content_based_deduplication = true
+deduplication_scope = "message_group"
+"""
+    )
+    await admin.ensure_config_queues(load_config(path).queues)
+    orders = store.queue("orders.fifo")
+    assert orders.fifo and orders.settings == QueueSettings(
+        content_based_deduplication=True, deduplication_scope="message_group"
+    )

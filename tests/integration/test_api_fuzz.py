@@ -205,6 +205,9 @@ SETTINGS = some(
     delivery_delay=ints(0, 86_400),
     message_retention_period=ints(60, 1_209_600),
     delivery_paused=st.booleans(),
+    # FIFO queues' own: refused on a standard queue unless they hold their defaults
+    content_based_deduplication=st.booleans(),
+    deduplication_scope=st.sampled_from(["queue", "message_group", None]),
 )
 QUEUE_CREATE = st.fixed_dictionaries(
     {"queue_name": NAME}, optional={"settings": SETTINGS | st.none(), "jurisdiction": JSON}

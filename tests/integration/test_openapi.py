@@ -222,3 +222,53 @@ async def test_real_responses_match_the_documented_schemas(start_daemon):
 
     missing = {op for op in documented(DOC) if op[1] != "/openapi.json"} - api.seen
     assert missing == set(), "operations this walk never saw succeed"
+
+
+async def test_fifo_queue_responses_match_the_documented_schemas(start_daemon):
+    """A FIFO queue's settings and the FIFO type rules' refusals, as documented."""
+    api = Client(await start_daemon())
+    call = api.call
+    fifo = {"content_based_deduplication": True, "deduplication_scope": "message_group"}
+    orders = await call("POST", Q, {"queue_name": "orders.fifo", "settings": fifo})
+    assert orders["settings"]["deduplication_scope"] == "message_group"
+    api.ids["queue_id"] = orders["queue_id"]
+    await call("GET", ONE)
+    await call("GET", Q)
+    await call("PATCH", ONE, {"settings": {"content_based_deduplication": False}})
+    await call("PUT", ONE, {"queue_name": "shop.fifo", "settings": fifo})
+    await call("PATCH", ONE, {"queue_name": "shop"}, expect=400)
+    await call("POST", Q, {"queue_name": "plain", "settings": fifo}, expect=400)
+    await call("POST", C, {"type": "http_pull", "dead_letter_queue": "dlq"}, expect=400)
+    put = C + "/{consumer_id}"
+    await call("PUT", put, {"dead_letter_queue": "dlq"}, consumer_id="0" * 32, expect=400)
+    await call("POST", C, {"type": "http_pull", "dead_letter_queue": "dlq.fifo"})
+    await call("POST", M, {"body": 1}, expect=400)  # no message_group_id
+    await call("POST", M, {"body": 1, "message_group_id": "g", "delay_seconds": 1}, expect=400)
+    await call("POST", M, {"body": 1, "message_group_id": "g g"}, expect=400)
+    await call("POST", M + "/batch", {"messages": [{"body": 1}]}, expect=400)
+
+
+async def test_fifo_pull_and_peek_responses_match_the_documented_schemas(start_daemon):
+    """Needs the store's FIFO path: FIFO messages stored, then pulled and peeked."""
+    api = Client(await start_daemon())
+    call = api.call
+    orders = await call("POST", Q, {"queue_name": "orders.fifo"})
+    api.ids["queue_id"] = orders["queue_id"]
+    await call("POST", C, {"type": "http_pull"})
+    keys = {"message_group_id": "g", "message_deduplication_id": "d"}
+    await call("POST", M, {"body": 1, **keys})
+    other = {"message_group_id": "h", "message_deduplication_id": "e"}
+    await call("POST", M + "/batch", {"messages": [{"body": 2, **other}]})
+    [*peeked] = (await call("POST", M + "/peek", {"batch_size": 10}))["messages"]
+    assert {m["message_group_id"] for m in peeked} == {"g", "h"}
+    pulled = (await call("POST", M + "/pull", {"batch_size": 10}))["messages"]
+    assert all(isinstance(m["sequence_number"], int) for m in pulled) and len(pulled) == 2
+
+
+def test_the_documented_fifo_id_pattern_is_the_producers():
+    from ocd.api.schemas import FIFO_ID_PATTERN
+    from ocd.producer import _FIFO_ID
+
+    assert FIFO_ID_PATTERN == f"^{_FIFO_ID.pattern}$"
+    props = DOC["components"]["schemas"]["MessageInput"]["properties"]
+    assert props["message_group_id"]["pattern"] == FIFO_ID_PATTERN

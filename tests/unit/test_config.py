@@ -24,6 +24,7 @@ from ocd.config import (
 from ocd.errors import ConfigError
 
 HASH = "ab" * 32
+QUEUE_NAME_RULE = 'a queue name (1..63 of A-Z a-z 0-9 _ -, then ".fifo" for a FIFO queue)'
 WORKER = """
 [[workers]]
 name = "app"
@@ -384,7 +385,7 @@ CONSUMER = WORKER + "[[workers.queues.consumers]]\nqueue = 'jobs'\n"
         ("retry_delay = 1.5", "expected an integer 0..86400, got 1.5"),
         (
             "dead_letter_queue = 'a b'",
-            'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "a b"',
+            f'expected {QUEUE_NAME_RULE}, got "a b"',
         ),
     ],
 )
@@ -413,7 +414,7 @@ def test_consumer_setting_types_and_ranges(root: Path, setting: str, message: st
         ("[[queues]]\nname = 'q' \naccount = 'acme'", "queues[0].account",
          'expected an account id ("local" or a configured [[accounts]] id), got "acme"'),
         ("[[queues]]\nname = 'way-too-long-" + "x" * 60 + "'", "queues[0].name",
-         f'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "way-too-long-{"x" * 60}"'),
+         f'expected {QUEUE_NAME_RULE}, got "way-too-long-{"x" * 60}"'),
         ("[server]\nlisten = 8787", "server.listen", 'expected "host:port" with an IP address or '
          '"localhost" and a port 0..65535, got 8787'),
         ("server = 1", "server", "expected a table, got 1"),
@@ -672,7 +673,7 @@ def test_producer_bindings_are_unique_identifiers(root: Path) -> None:
         (f"{path}[2].binding", 'binding "GREETING" is already used by a var'),
         (f"{path}[3].binding", 'expected a binding name matching [A-Za-z_][A-Za-z0-9_]*, '
          'got "my-queue"'),
-        (f"{path}[4].queue", 'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "no/slashes"'),
+        (f"{path}[4].queue", f'expected {QUEUE_NAME_RULE}, got "no/slashes"'),
     ]  # fmt: skip
 
 

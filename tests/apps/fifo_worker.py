@@ -10,10 +10,12 @@ batch is skipped (an ordered consumer does not process past a failure); otherwis
 body asks for it ({"poison": true}, or {"chaos": p} with a draw under p), it is retried
 (recorded "retry"), else acked explicitly (recorded "ok"). A body {"chaos": p} also makes
 the whole handler raise after its acks with probability p / 4, so explicit acks must
-survive the throw. Draws come from a Random seeded by message id and attempt, so runs are
-repeatable.
+survive the throw. A body {"hang_first": true} on its first attempt records "hang" and
+never returns (for a kill -9 mid-batch). Draws come from a Random seeded by message id
+and attempt, so runs are repeatable.
 """
 
+import asyncio
 import json
 import random
 
@@ -60,6 +62,11 @@ class Default(WorkerEntrypoint):
                 "n": body.get("n"),
                 "batch": len(batch.messages),
             }
+            if body.get("hang_first") and m.attempts == 1:
+                line["did"] = "hang"
+                with open(env.RECORD, "a") as f:
+                    f.write("".join(lines) + json.dumps(line) + "\n")
+                await asyncio.Event().wait()
             if m.groupId in failed:
                 line["did"] = "skip"
             elif body.get("poison") or draw.random() < body.get("chaos", 0):

@@ -121,6 +121,19 @@ METRICS = (
     Metric("pg_two_nodes_send", "pg_two_nodes", ("send_msg_s",), "msg/s"),
     Metric("pg_two_nodes_cpu", "pg_two_nodes", ("daemon_cpu_pct",), "%"),
     Metric("pg_two_nodes_pg_cpu", "pg_two_nodes", ("pg_cpu_pct",), "%"),
+    # FIFO queues: each against its peer measured in the same run
+    Metric("fifo_e2e", "fifo_e2e", ("fifo", "e2e_msg_s"), "msg/s"),
+    Metric("fifo_e2e_standard", "fifo_e2e", ("standard", "e2e_msg_s"), "msg/s"),
+    Metric("fifo_e2e_ratio", "fifo_e2e", ("ratio",), "", (">=", 0.6)),
+    Metric("fifo_hot_claims", "fifo_hot_group", ("with", "claim_msg_s"), "msg/s"),
+    Metric("fifo_cold_claims", "fifo_hot_group", ("without", "claim_msg_s"), "msg/s"),
+    Metric("fifo_hot_group_ratio", "fifo_hot_group", ("ratio",), "", (">=", 0.8)),
+    Metric("pg_fifo_e2e", "pg_fifo_e2e", ("fifo", "e2e_msg_s"), "msg/s"),
+    Metric("pg_fifo_e2e_standard", "pg_fifo_e2e", ("standard", "e2e_msg_s"), "msg/s"),
+    Metric("pg_fifo_e2e_ratio", "pg_fifo_e2e", ("ratio",), "", (">=", 0.6)),
+    Metric("pg_fifo_hot_claims", "pg_fifo_hot_group", ("with", "claim_msg_s"), "msg/s"),
+    Metric("pg_fifo_cold_claims", "pg_fifo_hot_group", ("without", "claim_msg_s"), "msg/s"),
+    Metric("pg_fifo_hot_group_ratio", "pg_fifo_hot_group", ("ratio",), "", (">=", 0.8)),
 )
 
 
@@ -220,6 +233,12 @@ def summary_line(metrics: dict[str, Any], skipped: dict[str, str] | None = None)
         show("pg_two_nodes_ratio", "pg_two_nodes_ratio", ".2f"),
         show("pg_to_sqlite_e2e_ratio", "pg_to_sqlite_e2e", ".2f"),
         show("pg_to_sqlite_single_ratio", "pg_to_sqlite_single", ".2f"),
+        show("fifo_e2e", "fifo_e2e", ".0f", " msg/s"),
+        show("fifo_e2e_ratio", "fifo_e2e_ratio", ".2f"),
+        show("fifo_hot_group_ratio", "fifo_hot_group_ratio", ".2f"),
+        show("pg_fifo_e2e", "pg_fifo_e2e", ".0f", " msg/s"),
+        show("pg_fifo_e2e_ratio", "pg_fifo_e2e_ratio", ".2f"),
+        show("pg_fifo_hot_group_ratio", "pg_fifo_hot_group_ratio", ".2f"),
     ]
     by_reason: dict[str, list[str]] = {}
     for name, reason in (skipped or {}).items():

@@ -22,6 +22,11 @@ PostgreSQL can be started:
                   (from half its tasks) and consuming; messages/s until both together
                   counted them all, against pg_e2e_batch's one node.
 
+FIFO queues (``fifo.py``), on SQLite and PostgreSQL (pg_*), each against its peer in the
+same run: fifo_e2e (e2e_batch on 1,000 message groups against a standard queue) and
+fifo_hot_group (claims of other groups beside one group of 1,000,000 waiting messages,
+against the same claims without it).
+
 The REST API scenarios (``rest.py``) drive ``/client/v4`` from this process instead
 (``load.py``: one aiohttp session, a keep-alive connection per client, bodies serialised
 beforehand):
@@ -55,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
+from fifo import fifo_e2e_run, fifo_hot_group_run
 from harness import (
     POLL_S,
     RESULTS,
@@ -89,6 +95,7 @@ class Sizes:
     http_pull_total: int = 200_000
     http_pullers: int = 6
     http_single_total: int = 30_000
+    fifo_others: int = 100_000  # messages of other groups claimed beside the hot one
 
 
 QUICK = Sizes(
@@ -101,6 +108,7 @@ QUICK = Sizes(
     http_batch_total=20_000,
     http_pull_total=20_000,
     http_single_total=2_000,
+    fifo_others=10_000,
 )
 
 
@@ -388,6 +396,24 @@ async def pg_two_nodes(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
 
 
 Scenario = Callable[[Bench, Sizes, int], Awaitable[dict[str, Any]]]
+
+
+async def fifo_e2e(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await fifo_e2e_run(bench, "fifo_e2e", run, sizes, False, store, produce_and_consume)
+
+
+async def pg_fifo_e2e(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await fifo_e2e_run(bench, "pg_fifo_e2e", run, sizes, True, store, produce_and_consume)
+
+
+async def fifo_hot_group(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await fifo_hot_group_run(bench, "fifo_hot_group", run, sizes, False, store)
+
+
+async def pg_fifo_hot_group(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await fifo_hot_group_run(bench, "pg_fifo_hot_group", run, sizes, True, store)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "e2e_batch": e2e_batch,
     "single_send": single_send,
@@ -401,6 +427,10 @@ SCENARIOS: dict[str, Scenario] = {
     "pg_latency": pg_latency,
     "pg_backlog": pg_backlog,
     "pg_two_nodes": pg_two_nodes,
+    "fifo_e2e": fifo_e2e,
+    "fifo_hot_group": fifo_hot_group,
+    "pg_fifo_e2e": pg_fifo_e2e,
+    "pg_fifo_hot_group": pg_fifo_hot_group,
 }
 
 

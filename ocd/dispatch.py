@@ -436,9 +436,7 @@ class Dispatcher:
         for t in ctx.tasks:
             t.cancel()
 
-    def _log_dead(
-        self, q: QueueRecord, mid: str, attempts: int, group: str | None = None
-    ) -> None:
+    def _log_dead(self, q: QueueRecord, mid: str, attempts: int, group: str | None = None) -> None:
         dlq = self.policy.dead_letter_queue
         where = f"moved to dead-letter queue {dlq}" if dlq else "deleted (no dead-letter queue)"
         moved_on = f"; its group {group} moves on to its next message" if group else ""

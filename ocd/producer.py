@@ -62,7 +62,11 @@ def check_fifo_id(value: Any, what: str) -> str:
 
 
 def _fifo_keys(
-    queue: QueueRecord, group: Any, dedup: Any, delay: int | None, batch_delay: int | None,
+    queue: QueueRecord,
+    group: Any,
+    dedup: Any,
+    delay: int | None,
+    batch_delay: int | None,
     data: bytes,
 ) -> tuple[str | None, str | None]:
     """Check a message's FIFO keys against its queue; (group, deduplication id)."""

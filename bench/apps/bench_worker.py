@@ -55,10 +55,21 @@ def _start_profile():
 _start_profile()
 
 
-async def _produce_batches(queue, next_index, total):
+async def _produce_batches(queue, next_index, total, groups=0):
     while (start := next_index()) is not None:
         end = min(start + BATCH, total)
-        await queue.sendBatch([{"body": {"i": i}} for i in range(start, end)])
+        if groups:  # a FIFO queue: message i in group i % groups
+            items = [
+                {
+                    "body": {"i": i},
+                    "messageGroupId": f"g{i % groups}",
+                    "messageDeduplicationId": str(i),
+                }
+                for i in range(start, end)
+            ]
+        else:
+            items = [{"body": {"i": i}} for i in range(start, end)]
+        await queue.sendBatch(items)
         STATE["sent"] += end - start
 
 
@@ -100,7 +111,8 @@ async def produce(queue, spec):
     STATE["produce_started_at"] = time.perf_counter()
     if mode == "batch":
         next_index = _counter(total, BATCH)
-        work = [_produce_batches(queue, next_index, total) for _ in range(tasks)]
+        groups = int(spec.get("groups", 0))
+        work = [_produce_batches(queue, next_index, total, groups) for _ in range(tasks)]
     elif mode == "single":
         next_index = _counter(total, 1)
         work = [_produce_singles(queue, next_index, total) for _ in range(tasks)]

@@ -33,31 +33,20 @@ async def enqueue(
     c: asyncpg.Connection, queue: QueueRecord, messages: Sequence[NewMessage]
 ) -> tuple[list[FifoSent], int]:
     """Store the messages that are not duplicates; (one answer per message, how many
-    stored)."""
+    stored). Duplicates within ``messages`` collapse to the first."""
     last = await c.fetchval(sql.FIFO_LAST_SEQ, queue.key)
     if last is None:
         raise QueueNotFound(queue.name)
     by_group = queue.settings.deduplication_scope == "message_group"
-    keys = [((m.group or "") if by_group else "", m.dedup or "") for m in messages]
     now = min(m.sent_ms for m in messages)
-    known: dict[tuple[str, str], FifoSent] = {
-        (r[0], r[1]): FifoSent(r[2], r[3], False)
-        for r in await c.fetch(
-            sql.DEDUP_FIND, queue.key, [k[0] for k in keys], [k[1] for k in keys], now
-        )
-    }
-    out: list[FifoSent] = []
-    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [], [], [], [])
-    heads: dict[str, int] = {}
-    for m, key in zip(messages, keys, strict=True):
-        assert m.group is not None and m.dedup is not None
-        earlier = known.get(key)
-        if earlier is not None:
-            out.append(FifoSent(earlier.id, earlier.sequence, True))
+    first: dict[tuple[str, str], FifoSent] = {}  # each id's first message here
+    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [], [], [], [], [])
+    for m in messages:
+        key = ((m.group or "") if by_group else "", m.dedup or "")
+        if key in first:
             continue
         last += 1
-        sent = known[key] = FifoSent(m.id, last, False)
-        out.append(sent)
+        first[key] = FifoSent(m.id, last, False)
         for col, value in zip(
             cols,
             (
@@ -73,24 +62,38 @@ async def enqueue(
                 key[0],
                 m.sent_ms + DEDUP_WINDOW_MS,
             ),
-            strict=True,
+            strict=False,
         ):
             col.append(value)
-        heads.setdefault(m.group, m.visible_ms)
-    stored = len(cols[0])
-    if stored:
-        await c.execute(
-            sql.FIFO_ENQUEUE,
-            queue.key,
-            *cols[:9],
-            random.randrange(SHARDS),
-            cols[9],
-            cols[10],
-            list(heads),
-            list(heads.values()),
-            last,
+    rows = await c.fetch(
+        sql.FIFO_ENQUEUE,
+        queue.key,
+        *cols[:9],
+        cols[9],
+        now,
+        cols[10],
+        random.randrange(SHARDS),
+        last,
+    )
+    taken = {r[0] for r in rows}
+    earlier: dict[tuple[str, str], FifoSent] = {}
+    missed = [k for k, s in first.items() if s.sequence not in taken]
+    if missed:  # duplicates of messages sent before: answer with those
+        found = await c.fetch(
+            sql.DEDUP_FIND, queue.key, [k[0] for k in missed], [k[1] for k in missed]
         )
-    return out, stored
+        earlier = {(r[0], r[1]): FifoSent(r[2], r[3], True) for r in found}
+    out: list[FifoSent] = []
+    for m in messages:
+        key = ((m.group or "") if by_group else "", m.dedup or "")
+        s = first[key]
+        if s.sequence not in taken:
+            out.append(earlier[key])
+        elif s.id == m.id:
+            out.append(s)
+        else:
+            out.append(FifoSent(s.id, s.sequence, True))
+    return out, len(taken)
 
 
 async def claim(

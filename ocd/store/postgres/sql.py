@@ -113,7 +113,10 @@ MIGRATIONS: tuple[str, ...] = (
         fseq       bigint NOT NULL,
         PRIMARY KEY (queue, scope, dedup)
     );
-    CREATE INDEX ocd_dedup_expires ON ocd_dedup (expires_ms);
+    -- Ids are written in send order, so their expiry follows the table's physical order:
+    -- a BRIN index finds the lapsed ones for pruning at a fraction of a btree's cost per send.
+    CREATE INDEX ocd_dedup_expires ON ocd_dedup USING brin (expires_ms)
+      WITH (autosummarize = on);
     -- Claim the ready heads and the ready runs behind them, longest-waiting group first, in
     -- one round trip: a loop that stops as soon as the batch is full, as SQLite's does.
     CREATE FUNCTION ocd_fifo_claim(q bigint, now_ms bigint, n integer, until_ms bigint,
@@ -131,6 +134,7 @@ MIGRATIONS: tuple[str, ...] = (
       k integer := 0;
       took boolean;
     BEGIN
+      PERFORM pg_advisory_xact_lock(1868784675, q::integer);  -- FIFO_LOCK, for the transaction
       FOR g IN SELECT o.grp FROM ocd_groups o
                WHERE o.queue = q AND o.ready_ms <= now_ms ORDER BY o.ready_ms LIMIT n LOOP
         took := false;
@@ -174,6 +178,35 @@ MIGRATIONS: tuple[str, ...] = (
           ON CONFLICT (queue, grp) DO UPDATE SET ready_ms = excluded.ready_ms;
         END IF;
       END LOOP;
+    END
+    $fn$;
+    -- An ack-only settle of a FIFO queue in one round trip: under the queue's FIFO lock,
+    -- delete, count, refresh the groups, and wake the queue's consumers.
+    CREATE FUNCTION ocd_fifo_ack(q bigint, seqs bigint[], shard smallint) RETURNS bigint
+    LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      groups text[];
+      n bigint;
+      b bigint;
+    BEGIN
+      PERFORM pg_advisory_xact_lock(1868784675, q::integer);  -- FIFO_LOCK
+      WITH d AS (
+        DELETE FROM ocd_messages x WHERE x.seq = ANY (seqs) AND x.queue + 0 = q
+        RETURNING x.size, x.grp)
+      SELECT count(*), coalesce(sum(d.size), 0),
+             array_agg(DISTINCT d.grp) FILTER (WHERE d.grp IS NOT NULL)
+      INTO n, b, groups FROM d;
+      IF n > 0 THEN
+        INSERT INTO ocd_counts AS c (queue, shard, count, bytes) VALUES (q, shard, -n, -b)
+        ON CONFLICT (queue, shard) DO UPDATE
+        SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes;
+      END IF;
+      IF groups IS NOT NULL THEN
+        PERFORM ocd_fifo_refresh(q, groups);
+      END IF;
+      PERFORM pg_notify('ocd_q_' || q, '');
+      RETURN n;
     END
     $fn$;
     -- The messages of a lease right behind one of its group (a claim leases a consecutive
@@ -456,7 +489,7 @@ SELECT count(*), count(lease_kind) FROM ocd_messages WHERE queue = $1 AND visibl
 # Every change to a FIFO queue's messages holds this lock (class, queue key) for its
 # transaction: sends, claims and settles of one FIFO queue are serial across every node, so
 # each sees the groups, sequence numbers and deduplication ids the last one left.
-FIFO_LOCK = 0x6F636423
+FIFO_LOCK = 0x6F636423  # 1868784675: the functions of MIGRATIONS[2] take it by that number
 FIFO_LOCK_QUEUE = "SELECT pg_advisory_xact_lock($1, $2::integer)"
 
 FIFO_LAST_SEQ = "SELECT fifo_seq FROM ocd_queues WHERE key = $1"
@@ -465,30 +498,38 @@ DEDUP_FIND = """
 SELECT d.scope, d.dedup, d.message_id, d.fseq
 FROM unnest($2::text[], $3::text[]) AS k (scope, dedup)
 JOIN ocd_dedup d ON d.queue = $1 AND d.scope = k.scope AND d.dedup = k.dedup
-WHERE d.expires_ms > $4
 """
 
-# New messages with their deduplication ids, counts, groups and the queue's last sequence
-# number, in one statement.
+# A FIFO send in one statement: the deduplication ids not seen in the window ($12: now) are
+# taken (a lapsed one is taken over), only their messages are inserted, under the sequence
+# numbers given beforehand ($10; a duplicate's number is left unused), with their counts,
+# groups and the queue's last sequence number; returns the ids taken.
 FIFO_ENQUEUE = f"""
-WITH ins AS (
+WITH d AS (
+  INSERT INTO ocd_dedup AS o (queue, scope, dedup, expires_ms, message_id, fseq)
+  SELECT $1, * FROM unnest($11::text[], $9::text[], $13::bigint[], $2::text[], $10::bigint[])
+  ON CONFLICT (queue, scope, dedup) DO UPDATE
+  SET expires_ms = excluded.expires_ms, message_id = excluded.message_id, fseq = excluded.fseq
+  WHERE o.expires_ms <= $12
+  RETURNING fseq),
+ins AS (
   INSERT INTO ocd_messages (queue, id, content_type, body, size, sent_ms, visible_ms, grp,
                             dedup, fseq)
-  SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bytea[], $5::integer[], $6::bigint[],
-                           $7::bigint[], $8::text[], $9::text[], $10::bigint[])
-  RETURNING size),
+  SELECT $1, m.* FROM unnest($2::text[], $3::text[], $4::bytea[], $5::integer[],
+                             $6::bigint[], $7::bigint[], $8::text[], $9::text[],
+                             $10::bigint[]) AS m (id, ct, body, size, sent, visible, grp,
+                                                  dedup, fseq)
+  WHERE m.fseq IN (SELECT fseq FROM d)
+  RETURNING size, grp, visible_ms, fseq),
 c AS (
-  {count_change("ins", "$1", "$11", "")}),
-d AS (
-  INSERT INTO ocd_dedup (queue, scope, dedup, expires_ms, message_id, fseq)
-  SELECT $1, * FROM unnest($12::text[], $9::text[], $13::bigint[], $2::text[], $10::bigint[])
-  ON CONFLICT (queue, scope, dedup) DO UPDATE
-  SET expires_ms = excluded.expires_ms, message_id = excluded.message_id, fseq = excluded.fseq),
+  {count_change("ins", "$1", "$14", "")}),
 g AS (
   INSERT INTO ocd_groups (queue, grp, ready_ms)
-  SELECT $1, * FROM unnest($14::text[], $15::bigint[])
-  ON CONFLICT (queue, grp) DO NOTHING)
-UPDATE ocd_queues SET fifo_seq = $16 WHERE key = $1
+  SELECT DISTINCT ON (grp) $1::bigint, grp, visible_ms FROM ins ORDER BY grp, fseq
+  ON CONFLICT (queue, grp) DO NOTHING),
+s AS (
+  UPDATE ocd_queues SET fifo_seq = $15 WHERE key = $1)
+SELECT fseq FROM d
 """
 
 FIFO_CLAIM = """
@@ -497,6 +538,8 @@ FROM ocd_fifo_claim($1, $2, $3, $4, $5, $6::smallint, $7) ORDER BY ord
 """
 
 FIFO_REFRESH = "SELECT ocd_fifo_refresh($1, $2::text[])"
+
+FIFO_ACK = "SELECT ocd_fifo_ack($1, $2::bigint[], $3::smallint)"
 
 FIFO_INFO = """
 SELECT seq, grp, fseq, lease FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1

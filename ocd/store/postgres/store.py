@@ -592,20 +592,17 @@ class PostgresStore:
     async def enqueue_fifo(
         self, queue: QueueRecord, messages: Sequence[NewMessage]
     ) -> tuple[Backlog, list[FifoSent]]:
+        if self._writer is None or self._closing:
+            raise StoreError("the store is closed", self.where, "send")
         if queue.key not in self._by_key:
             raise QueueNotFound(queue.name)
-        async with self._db("send", queue) as c:
-            async with c.transaction():
-                await self._durable(c)
-                await fifo.lock(c, queue.key)
-                sent, stored = await fifo.enqueue(c, queue, messages)
-            row = (await c.fetch(sql.BACKLOGS_AND_NOTIFY, [queue.key]))[0] if stored else None
-        if row is None:
-            return await self.backlog(queue), sent
-        backlog = Backlog(row[1], row[2], row[3] or 0)
-        self._counts[queue.key] = backlog.count
-        self._notify(queue.key)
-        return backlog, sent
+        try:
+            result: tuple[Backlog, list[FifoSent]] = await self._writer.submit(queue, messages)
+        except StoreUnavailable:
+            self._mark_down()
+            raise
+        self._down_since = None
+        return result
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         async with self._db("read") as c:
@@ -688,24 +685,31 @@ class PostgresStore:
         exhausted: list[str] = []
         groups: set[str] = set()
         dlq = dead_letter.queue
-        async with self._db("write", queue) as c, c.transaction():
-            await fifo.lock(c, key)
-            if max_batches is not None:
-                held = await c.fetchval(sql.PUSH_LEASES_HELD, key, now_ms)
-                if held >= max_batches:
-                    return Claimed([])
-            for row in await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner):
+        async with self._db("write", queue) as c:
+            if max_batches is None:  # one statement: ocd_fifo_claim takes the lock itself
+                rows = await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner)
+            else:
+                async with c.transaction():
+                    await fifo.lock(c, key)
+                    held = await c.fetchval(sql.PUSH_LEASES_HELD, key, now_ms)
+                    if held >= max_batches:
+                        return Claimed([])
+                    rows = await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner)
+            for row in rows:
                 if row[5] > max_attempts:
                     spent.append(row[0])
                     exhausted.append(row[1])
                     groups.add(row[6])
                 else:
                     deliveries.append(fifo.delivery(row, lease))
-            if spent:
-                if dlq is not None and dlq.fifo and dlq.key in self._by_key:
-                    await fifo.lock(c, dlq.key)  # after our own: a DLQ's key order may differ
-                await self._dead_letter(c, queue, spent, dead_letter, now_ms)
-                await fifo.refresh(c, key, groups)
+            if spent:  # leased to us by the claim: no one else touches them meanwhile
+                async with c.transaction():
+                    locks = [key]
+                    if dlq is not None and dlq.fifo and dlq.key in self._by_key:
+                        locks.append(dlq.key)
+                    await fifo.lock(c, *locks)
+                    await self._dead_letter(c, queue, spent, dead_letter, now_ms)
+                    await fifo.refresh(c, key, groups)
         return Claimed(deliveries, exhausted)
 
     async def _settle_fifo(
@@ -722,6 +726,13 @@ class PostgresStore:
         if dead and dlq is not None and dlq.fifo and dlq.key in self._by_key:
             locks.append(dlq.key)
         retried = moved = deleted = 0
+        if not retries and not dead:  # the common case: one statement, one round trip
+            async with self._db("write", queue) as c:
+                acked = await c.fetchval(
+                    sql.FIFO_ACK, queue.key, list(acks), random.randrange(SHARDS)
+                )
+            self._counts[queue.key] = max(self._counts.get(queue.key, 0) - acked, 0)
+            return Settled(acked, 0, 0, 0)
         async with self._db("write", queue) as c, c.transaction():
             await fifo.lock(c, *locks)
             touched = await fifo.delete(c, queue, acks)

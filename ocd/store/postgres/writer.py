@@ -21,8 +21,8 @@ from typing import Any
 import asyncpg
 
 from ocd.errors import OcdError, QueueNotFound, StoreConflict, StoreError, StoreUnavailable
-from ocd.store.base import Backlog, NewMessage, QueueRecord
-from ocd.store.postgres import sql
+from ocd.store.base import Backlog, FifoSent, NewMessage, QueueRecord
+from ocd.store.postgres import fifo, sql
 from ocd.store.postgres.errors import is_driver_error, translate
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ SHARDS = 8  # rows of ocd_counts per queue
 
 
 class Send:
-    __slots__ = ("future", "messages", "queue")
+    __slots__ = ("future", "messages", "queue", "sent")
 
     def __init__(
         self, queue: QueueRecord, messages: Sequence[NewMessage], future: asyncio.Future[Any]
@@ -40,6 +40,7 @@ class Send:
         self.queue = queue
         self.messages = messages
         self.future = future
+        self.sent: list[FifoSent] | None = None  # a FIFO send's answers, once committed
 
 
 class GroupWriter:
@@ -132,10 +133,14 @@ class GroupWriter:
             conn = self._conn
             cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
             keys: list[int] = []
+            fifo_sends: dict[int, list[Send]] = {}
             for s in group:
                 key = s.queue.key
                 if key not in keys:
                     keys.append(key)
+                if s.queue.fifo:
+                    fifo_sends.setdefault(key, []).append(s)
+                    continue
                 for m in s.messages:
                     cols[0].append(key)
                     cols[1].append(m.id)
@@ -145,7 +150,13 @@ class GroupWriter:
                     cols[5].append(m.sent_ms)
                     cols[6].append(m.visible_ms)
             async with conn.transaction():
-                await conn.execute(sql.ENQUEUE, *cols, random.randrange(SHARDS))
+                if cols[0]:
+                    await conn.execute(sql.ENQUEUE, *cols, random.randrange(SHARDS))
+                # FIFO sends share the group's commit, one queue at a time under its lock
+                # (in key order, as every FIFO transaction takes them).
+                for key in sorted(fifo_sends):
+                    await fifo.lock(conn, key)
+                    await self._fifo(conn, fifo_sends[key])
                 rows = await conn.fetch(sql.BACKLOGS_AND_NOTIFY, keys)
         except OcdError:
             raise
@@ -159,6 +170,17 @@ class GroupWriter:
             raise err from e
         return {r[0]: Backlog(r[1], r[2], r[3] or 0) for r in rows}
 
+    @staticmethod
+    async def _fifo(conn: asyncpg.Connection, sends: list[Send]) -> None:
+        """The FIFO sends of one queue as one: deduplicated among themselves in arrival
+        order; each keeps its own answers (``Send.sent``)."""
+        messages = [m for s in sends for m in s.messages]
+        answers, _ = await fifo.enqueue(conn, sends[0].queue, messages)
+        at = 0
+        for s in sends:
+            s.sent = answers[at : at + len(s.messages)]
+            at += len(s.messages)
+
     def _done(self, group: list[Send], backlogs: dict[int, Backlog]) -> None:
         self.commits += 1
         if self.on_commit is not None:
@@ -166,7 +188,8 @@ class GroupWriter:
         self._after_commit(backlogs)
         for s in group:
             if not s.future.done():
-                s.future.set_result(backlogs.get(s.queue.key, Backlog(0, 0, 0)))
+                backlog = backlogs.get(s.queue.key, Backlog(0, 0, 0))
+                s.future.set_result(backlog if s.sent is None else (backlog, s.sent))
 
 
 def _fail(s: Send, e: BaseException) -> None:

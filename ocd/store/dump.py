@@ -23,6 +23,20 @@ class StoredMessage(NamedTuple):
     sent_ms: int
     visible_ms: int
     attempts: int
+    group: str | None = None  # FIFO queues: group, deduplication id, sequence number
+    dedup: str | None = None
+    sequence: int | None = None
+
+
+class StoredDedup(NamedTuple):
+    """A FIFO deduplication id still inside its window."""
+
+    queue_id: str
+    scope: str
+    dedup: str
+    expires_ms: int
+    message_id: str
+    sequence: int
 
 
 @dataclass
@@ -32,6 +46,8 @@ class Dump:
     secrets: dict[str, bytes]
     message_count: int
     messages: Iterator[list[StoredMessage]] = field(default_factory=lambda: iter(()))
+    fifo_sequences: dict[str, int] = field(default_factory=dict)  # queue_id -> last given
+    dedup: list[StoredDedup] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,3 +91,46 @@ def test_backup_of_a_postgres_config_points_to_postgres_tools(tmp_path):
     cfg.write_text('[store]\nbackend = "postgres"\ndsn = "postgresql://ocd:pw@db/ocd"\n')
     out = run_ocd("backup", "-c", str(cfg), "--to", str(tmp_path / "b.sqlite"))
     assert out.returncode == 2 and "pg_dump" in out.stderr and "pw@" not in out.stderr
+
+
+async def test_migrate_store_keeps_fifo_groups_sequences_and_the_dedup_window(tmp_path, pg_dsn):
+    s = SqliteStore(tmp_path / "data")
+    await s.open(T0)
+    q = await s.ensure_queue(
+        "orders.fifo", "local", QueueSettings(deduplication_scope="message_group"), T0
+    )
+    msgs = [
+        NewMessage(f"{i:032x}", "json", b"%d" % i, T0, T0, "a" if i < 3 else "b", f"d{i}")
+        for i in range(5)
+    ]
+    _, sent = await s.enqueue_fifo(q, msgs)
+    # a's head leased to a pull client (push leases go back when the export opens the file)
+    [head] = (await s.claim(q, 1, T0, T0 + 60_000, 4, NO_DLQ, LeaseKind.PULL)).deliveries
+    await s.close()
+    out = run_ocd("migrate-store", "--from", str(tmp_path / "data"), "--to", pg_dsn)
+    assert out.returncode == 0, out.stderr
+
+    pg = PostgresStore(pg_dsn)
+    await pg.open(T0 + 10)
+    try:
+        orders = pg.queue("orders.fifo")
+        assert orders.settings.deduplication_scope == "message_group"
+        # a's head is still in flight (its lease deadline came along): only b goes out
+        d = (await pg.claim(orders, 10, T0 + 10, T0 + 60_000, 4, NO_DLQ)).deliveries
+        assert [(x.group, x.sequence) for x in d] == [
+            ("b", sent[3].sequence),
+            ("b", sent[4].sequence),
+        ]
+        # the window came along; new sequence numbers continue after the copied ones
+        _, again = await pg.enqueue_fifo(
+            orders, [NewMessage("e" * 32, "json", b"0", T0 + 10, T0 + 10, "a", "d0")]
+        )
+        assert again[0].duplicate and again[0].id == head.id
+        _, fresh = await pg.enqueue_fifo(
+            orders, [NewMessage("f" * 32, "json", b"9", T0 + 10, T0 + 10, "a", "new")]
+        )
+        assert fresh[0].sequence > sent[-1].sequence
+        after = (await pg.claim(orders, 10, T0 + 60_000, T0 + 90_000, 4, NO_DLQ)).deliveries
+        assert [x.id for x in after][:3] == [head.id, sent[1].id, sent[2].id]
+    finally:
+        await pg.close()

@@ -59,6 +59,9 @@ async def _copy_catalogue(conn: asyncpg.Connection, dump: Dump) -> dict[str, int
             s.message_retention_period_s,
             s.delivery_paused,
             q.purged_ms,
+            s.content_based_deduplication,
+            s.deduplication_scope,
+            dump.fifo_sequences.get(q.queue_id, 0),
         )
     for queue_id, c in dump.consumers:
         await conn.execute(
@@ -94,6 +97,9 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
                     m.sent_ms,
                     m.visible_ms,
                     m.attempts,
+                    m.group,
+                    m.dedup,
+                    m.sequence,
                 )
             )
             counts[key][0] += 1
@@ -103,4 +109,12 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
     await conn.execute(sql.SEQ_AFTER_COPY)
     for key, (n, size) in counts.items():
         await conn.execute(sql.COPY_COUNTS, key, n, size)
+    for q in dump.queues:  # FIFO groups from their messages; ids still in their window
+        if q.fifo:
+            await conn.execute(sql.GROUPS_REBUILD, keys[q.queue_id])
+    await conn.copy_records_to_table(
+        "ocd_dedup",
+        records=[(keys[d.queue_id], *d[1:]) for d in dump.dedup],
+        columns=sql.DEDUP_COLUMNS,
+    )
     return copied

@@ -633,11 +633,15 @@ SELECT
 # ------------------------------------------------------------------ migrate-store (load.py)
 
 HOLDS_DATA = "SELECT (SELECT count(*) FROM ocd_queues) + (SELECT count(*) FROM ocd_messages)"
-WIPE = "TRUNCATE ocd_messages, ocd_counts, ocd_consumers, ocd_queues, ocd_meta RESTART IDENTITY"
+WIPE = """
+TRUNCATE ocd_messages, ocd_counts, ocd_consumers, ocd_groups, ocd_dedup, ocd_queues, ocd_meta
+RESTART IDENTITY
+"""
 COPY_QUEUE = """
 INSERT INTO ocd_queues (account, name, queue_id, created_ms, modified_ms,
-                        delivery_delay_s, retention_s, paused, purged_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                        delivery_delay_s, retention_s, paused, purged_ms, content_dedup,
+                        dedup_scope, fifo_seq)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING key
 """
 COPY_META = """
@@ -654,7 +658,11 @@ COPY_COLUMNS = (
     "sent_ms",
     "visible_ms",
     "attempts",
+    "grp",
+    "dedup",
+    "fseq",
 )
+DEDUP_COLUMNS = ("queue", "scope", "dedup", "expires_ms", "message_id", "fseq")
 # new messages continue after the copied ones' seqs
 SEQ_AFTER_COPY = """
 SELECT setval(pg_get_serial_sequence('ocd_messages', 'seq'),

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from ocd.errors import StoreError
-from ocd.store.dump import Dump, StoredMessage
+from ocd.store.dump import Dump, StoredDedup, StoredMessage
 from ocd.store.sqlite.store import DB_NAME, SqliteStore
 
 CHUNK = 2000
@@ -34,7 +34,16 @@ async def export(data_dir: Path, now_ms: int) -> AsyncIterator[Dump]:
         try:
             secrets = {k: bytes(v) for k, v in conn.execute("SELECT key, value FROM meta")}
             (count,) = conn.execute("SELECT count(*) FROM messages").fetchone()
-            yield Dump(queues, consumers, secrets, count, _messages(conn))
+            sequences = dict(conn.execute("SELECT queue_id, fifo_seq FROM queues"))
+            dedup = [
+                StoredDedup(*r)
+                for r in conn.execute(
+                    "SELECT q.queue_id, d.scope, d.dedup, d.expires_ms, d.message_id, d.fseq "
+                    "FROM fifo_dedup d JOIN queues q ON q.key = d.queue WHERE d.expires_ms > ?",
+                    (now_ms,),
+                )
+            ]
+            yield Dump(queues, consumers, secrets, count, _messages(conn), sequences, dedup)
         finally:
             conn.close()
     finally:
@@ -46,11 +55,14 @@ def _messages(conn: sqlite3.Connection) -> Iterator[list[StoredMessage]]:
     while True:
         rows = conn.execute(
             "SELECT m.seq, q.queue_id, m.id, m.content_type, m.body, m.sent_ms, m.visible_ms, "
-            "m.attempts FROM messages m JOIN queues q ON q.key = m.queue "
+            "m.attempts, m.grp, m.dedup, m.fseq FROM messages m JOIN queues q ON q.key = m.queue "
             "WHERE m.seq > ? ORDER BY m.seq LIMIT ?",
             (after, CHUNK),
         ).fetchall()
         if not rows:
             return
         after = rows[-1][0]
-        yield [StoredMessage(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], r[6], r[7]) for r in rows]
+        yield [
+            StoredMessage(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], r[6], r[7], r[8], r[9], r[10])
+            for r in rows
+        ]

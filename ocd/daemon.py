@@ -34,6 +34,7 @@ from ocd.notify import Notifier
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.store import Store, make_store
+from runtime.unsupported import Unsupported
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,10 @@ class Daemon:
         values: dict[str, Any] = dict(w.vars)
         for p in w.producers:
             values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
+        for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
+            if b.name:
+                feature = b.feature.removesuffix("s") if b.feature.endswith("bindings") else b.feature
+                values[b.name] = Unsupported(f"{feature} {b.name}")
         return runtime.Env(values)
 
     def _consumer_plan(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,11 +13,10 @@ from ocd.api.auth import Accounts
 from ocd.api.envelope import QUEUE_NOT_FOUND, ApiError
 from ocd.clock import Clock
 from ocd.config import Config
+from ocd.names import QUEUE_NAME as QUEUE_NAME  # re-exported for the API modules
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.store import PullConsumer, QueueRecord, Store
-
-QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 
 
 @dataclass

@@ -22,6 +22,7 @@ from ocd.config import (
     redact_dsn,
 )
 from ocd.errors import ConfigError
+from ocd.names import QUEUE_NAME_RULE as QN
 
 HASH = "ab" * 32
 WORKER = """
@@ -384,7 +385,7 @@ CONSUMER = WORKER + "[[workers.queues.consumers]]\nqueue = 'jobs'\n"
         ("retry_delay = 1.5", "expected an integer 0..86400, got 1.5"),
         (
             "dead_letter_queue = 'a b'",
-            'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "a b"',
+            f'expected a queue name ({QN}), got "a b"',
         ),
     ],
 )
@@ -413,7 +414,7 @@ def test_consumer_setting_types_and_ranges(root: Path, setting: str, message: st
         ("[[queues]]\nname = 'q' \naccount = 'acme'", "queues[0].account",
          'expected an account id ("local" or a configured [[accounts]] id), got "acme"'),
         ("[[queues]]\nname = 'way-too-long-" + "x" * 60 + "'", "queues[0].name",
-         f'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "way-too-long-{"x" * 60}"'),
+         f'expected a queue name ({QN}), got "way-too-long-{"x" * 60}"'),
         ("[server]\nlisten = 8787", "server.listen", 'expected "host:port" with an IP address or '
          '"localhost" and a port 0..65535, got 8787'),
         ("server = 1", "server", "expected a table, got 1"),
@@ -672,7 +673,7 @@ def test_producer_bindings_are_unique_identifiers(root: Path) -> None:
         (f"{path}[2].binding", 'binding "GREETING" is already used by a var'),
         (f"{path}[3].binding", 'expected a binding name matching [A-Za-z_][A-Za-z0-9_]*, '
          'got "my-queue"'),
-        (f"{path}[4].queue", 'expected a queue name (1..63 of A-Z a-z 0-9 _ -), got "no/slashes"'),
+        (f"{path}[4].queue", f'expected a queue name ({QN}), got "no/slashes"'),
     ]  # fmt: skip
 
 
@@ -840,7 +841,7 @@ compatibility_flags = ["python_workers"]
 GREETING = "hi"
 
 [[queues.producers]]
-binding = "JOBS"
+binding = "jobs"
 delivery_delay = 10
 
 [[queues.producers]]
@@ -849,7 +850,7 @@ queue = "out"
 remote = false
 
 [[queues.consumers]]
-queue = "JOBS"
+queue = "jobs"
 type = "worker"
 max_batch_size = 5
 visibility_timeout_ms = 1000
@@ -876,8 +877,8 @@ def test_wrangler_toml_supplies_code_vars_and_queues(
     )
     assert worker.routes == ("/",)
     assert dict(worker.vars) == {"GREETING": "hi"}
-    assert worker.producers == (ProducerConfig("JOBS", "JOBS"), ProducerConfig("OUT", "out"))
-    assert worker.consumers == (ConsumerConfig("JOBS", max_batch_size=5),)
+    assert worker.producers == (ProducerConfig("jobs", "jobs"), ProducerConfig("OUT", "out"))
+    assert worker.consumers == (ConsumerConfig("jobs", max_batch_size=5),)
     assert config.warnings == (
         "app/wrangler.toml: queues.producers[0].delivery_delay: deprecated and has no effect;"
         " set delivery_delay in [[queues]] instead",

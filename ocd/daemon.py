@@ -123,8 +123,7 @@ class Daemon:
             values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
         for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
             if b.name:
-                feature = b.feature.removesuffix("s") if b.feature.endswith("bindings") else b.feature
-                values[b.name] = Unsupported(f"{feature} {b.name}")
+                values[b.name] = Unsupported(f"{b.feature.removesuffix('s')} {b.name}")
         return runtime.Env(values)
 
     def _consumer_plan(

@@ -51,6 +51,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
     ALTER TABLE queues ADD COLUMN purged_ms INTEGER;
     """,
+    """
+    -- Cron triggers: the last tick of each schedule claimed to run, and by which node.
+    CREATE TABLE cron_ticks (
+        schedule TEXT    PRIMARY KEY,
+        due_ms   INTEGER NOT NULL,
+        node     TEXT    NOT NULL
+    );
+    """,
 )
 
 SELECT_QUEUES = """
@@ -186,3 +194,15 @@ NOT_READY = """
 SELECT count(*), coalesce(sum(lease_kind IS NOT NULL), 0) FROM messages
 WHERE queue = ? AND visible_ms > ?
 """
+
+
+# ------------------------------------------------------------------ cron triggers
+
+CLAIM_CRON_TICK = """
+INSERT INTO cron_ticks (schedule, due_ms, node) VALUES (?, ?, ?)
+ON CONFLICT (schedule) DO UPDATE SET due_ms = excluded.due_ms, node = excluded.node
+WHERE cron_ticks.due_ms < excluded.due_ms
+RETURNING schedule
+"""
+
+CRON_LAST_TICKS = "SELECT schedule, due_ms FROM cron_ticks"

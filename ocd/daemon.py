@@ -33,6 +33,7 @@ from ocd.metrics import Metrics
 from ocd.notify import Notifier
 from ocd.producer import Producer
 from ocd.pull import PullService
+from ocd.scheduler import Scheduler, schedules_of
 from ocd.store import Store, make_store
 from runtime.unsupported import Unsupported
 
@@ -73,6 +74,7 @@ class Daemon:
     metrics: Metrics = field(default_factory=Metrics)
     state: str = "starting"  # starting -> ready -> (reloading -> ready) -> draining
     _retiring: set[asyncio.Task[None]] = field(default_factory=set)
+    scheduler: Scheduler = field(init=False)  # cron triggers
 
     def __post_init__(self) -> None:
         sc = self.config.store
@@ -87,6 +89,7 @@ class Daemon:
         if hasattr(self.store, "on_commit"):  # the backend reports its group commits
             self.store.on_commit = self.metrics.committed
         self.producer = Producer(self.store, self.clock, self.metrics)
+        self.scheduler = Scheduler(self.store, self.clock, self.metrics)
 
     # ---------------------------------------------------------------- start
 
@@ -102,6 +105,8 @@ class Daemon:
             envs = {w.config.name: self._env(w.config) for w in self.workers}
             for key, (worker, policy, call) in self._consumer_plan(self.workers, envs).items():
                 self._start_dispatcher(key, worker, policy, call)
+            self.scheduler.set_schedules(schedules_of(self.workers, envs))
+            self._supervise("ocd-cron", self.scheduler.run())
             self._supervise("ocd-retention", self._retention_loop())
             await self._start_http(envs)
         except BaseException:
@@ -301,6 +306,11 @@ class Daemon:
         await asyncio.gather(*(d.drain(timeout) for d in self.dispatchers.values()))
         if self._retiring:  # consumers removed by a reload, still finishing their batches
             await asyncio.wait(set(self._retiring), timeout=timeout)
+        cron_loop = self._tasks.pop("ocd-cron", None)
+        if cron_loop is not None:  # no new cron runs; those under way may finish
+            cron_loop.cancel()
+        await self.scheduler.idle(max(0.0, timeout - (time.monotonic() - started)))
+        self.scheduler.cancel()
         if self.router is not None and self.router.background:
             left = max(0.0, timeout - (time.monotonic() - started))
             await asyncio.wait(set(self.router.background), timeout=left)
@@ -397,6 +407,7 @@ class Daemon:
         changes += [f"worker {n} removed" for n in sorted(before - after)]
         changes += [f"worker {n} reloaded" for n in sorted(before & after)]
         self.workers = workers
+        self.scheduler.set_schedules(schedules_of(workers, envs))
         if self.router is not None:
             self.router.set_routes(self._routes(envs))
         if self.api is not None:

@@ -416,6 +416,7 @@ class Daemon:
             )
             self.api.accounts = fresh.accounts
             self.api.producers = fresh.producers
+            self.api.workers = fresh.workers
         return "; ".join(changes)
 
     async def status(self) -> dict[str, Any]:

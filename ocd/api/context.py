@@ -29,6 +29,7 @@ class ApiContext:
     clock: Clock
     # (account, queue) -> workers whose producer bindings name it in the config
     producers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    workers: set[tuple[str, str]] = field(default_factory=set)  # (account, worker name)
 
     @classmethod
     def from_config(
@@ -49,6 +50,7 @@ class ApiContext:
             clock,
         )
         for w in config.workers:
+            ctx.workers.add((w.account, w.name))
             for p in w.producers:
                 ctx.producers.setdefault((w.account, p.queue), []).append(w.name)
         return ctx
@@ -105,7 +107,12 @@ class ApiContext:
                 "created_on": iso(q.created_ms),
                 "queue_name": q.name,
                 "type": "worker",
+                # wrangler finds a worker consumer by "script" or "service" (and then its
+                # environment), Cloudflare's API documents "script_name": all three.
+                "script": wc.worker,
                 "script_name": wc.worker,
+                "service": wc.worker,
+                "environment": "production",
                 "dead_letter_queue": c.dead_letter_queue or "",
                 "settings": {
                     "batch_size": c.max_batch_size,

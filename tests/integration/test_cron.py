@@ -114,9 +114,7 @@ async def test_two_nodes_on_postgresql_run_each_tick_once(pg_dsn):
             await st.close()
 
 
-async def test_a_failing_run_is_logged_and_counted_and_the_next_tick_still_runs(
-    tmp_path, caplog
-):
+async def test_a_failing_run_is_logged_and_counted_and_the_next_tick_still_runs(tmp_path, caplog):
     clock = FakeClock(at(8, 0, 30))
     store = SqliteStore(tmp_path / "data")
     await store.open(clock())

@@ -186,3 +186,58 @@ def test_crons_without_a_scheduled_handler_are_refused_at_load(tmp_path):
 
     with pytest.raises(WorkerLoadError, match=r"cron triggers \(\*/5 \* \* \* \*\) but its module"):
         load_worker(worker_file(tmp_path, "async def fetch(request):\n    return 'hi'\n"))
+
+
+CRON_WORKER = """
+from workers import WorkerEntrypoint
+
+class Default(WorkerEntrypoint):
+    async def scheduled(self, controller, env, ctx):
+        with open(env.RECORD, "a") as f:
+            f.write(f"{controller.cron} {controller.scheduledTime}\\n")
+"""
+
+
+def cron_config(tmp: Path, crons: str, store_section: str) -> Path:
+    (tmp / "app").mkdir(exist_ok=True)
+    (tmp / "app" / "worker.py").write_text(CRON_WORKER)
+    cfg = tmp / "ocd.toml"
+    cfg.write_text(
+        f"""
+[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+
+{store_section}
+
+[[workers]]
+name = "app"
+main = "app/worker.py"
+crons = {crons}
+vars = {{ RECORD = "{tmp / "runs.txt"}" }}
+"""
+    )
+    return cfg
+
+
+async def test_the_daemon_runs_its_workers_crons_and_a_reload_swaps_them(tmp_path, store_section):
+    from ocd.config import load_config
+    from ocd.daemon import Daemon, load_workers
+
+    clock = FakeClock(at(10, 2, 0))
+    cfg = cron_config(tmp_path, '["0 * * * *"]', store_section)
+    config = load_config(cfg)
+    daemon = Daemon(config, load_workers(config), clock=clock)
+    await daemon.start()
+    try:
+        assert [s.key for s in daemon.scheduler.schedules] == ["app|0 * * * *"]
+        cron_config(tmp_path, '["*/5 * * * *"]', store_section)
+        assert await daemon.reload()
+        assert [s.key for s in daemon.scheduler.schedules] == ["app|*/5 * * * *"]
+        await daemon.scheduler.run_due()  # first seen after the reload
+        clock.now = at(10, 5, 3)
+        await daemon.scheduler.run_due()
+        await daemon.scheduler.idle()
+        assert (tmp_path / "runs.txt").read_text() == f"*/5 * * * * {at(10, 5)}\n"
+    finally:
+        await daemon.shutdown(timeout_s=1)

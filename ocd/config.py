@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ocd.configbindings import IgnoredBinding, crons, unsupported_bindings
+from ocd.configbindings import AssetsConfig, IgnoredBinding, assets, crons, unsupported_bindings
 from ocd.configfile import File, Table, absolute_path, is_loopback, parse_listen
 from ocd.dsn import redact_dsn
 from ocd.errors import ConfigError, Problem
@@ -92,6 +92,7 @@ class WorkerConfig:
     crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron
     ignore_unsupported_bindings: bool = False
     ignored_bindings: tuple[IgnoredBinding, ...] = ()  # refused bindings let through
+    assets: AssetsConfig | None = None  # static files served from the worker's routes
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +168,7 @@ _STORE_KEYS = ("backend", "dsn", "dsn_env", "pool_size", "node_heartbeat", "dura
 _ACCOUNT_KEYS = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
-    "crons", "ignore_unsupported_bindings",
+    "crons", "ignore_unsupported_bindings", "assets",
 )  # fmt: skip
 _PRODUCER_KEYS = ("binding", "queue")
 _CONSUMER_KEYS = (
@@ -179,7 +180,10 @@ _QUEUE_KEYS = ("name", "account", "delivery_delay", "message_retention_period", 
 _WRANGLER_PRODUCER_KEYS = (*_PRODUCER_KEYS, "delivery_delay", "remote")
 _WRANGLER_CONSUMER_KEYS = (*_CONSUMER_KEYS, "type", "visibility_timeout_ms")
 # A worker entry key, and the wrangler key that sets the same thing.
-_WRANGLER_OVERLAP = (("main", "main"), ("module", "main"), ("vars", "vars"), ("queues", "queues"))
+_WRANGLER_OVERLAP = (
+    ("main", "main"), ("module", "main"), ("vars", "vars"), ("queues", "queues"),
+    ("assets", "assets"),
+)  # fmt: skip
 
 
 def _is_module_name(value: str) -> bool:
@@ -421,6 +425,13 @@ class _Loader:
         account = self._account_ref(w)
         vars_ = self._vars(pick("vars"))
         producers, consumers = self._worker_queues(pick("queues"), vars_, account, owner)
+        static = assets(pick("assets"))
+        if static is not None and static.binding is not None:
+            taken = static.binding in vars_ or any(p.binding == static.binding for p in producers)
+            if taken:
+                src = pick("assets")
+                message = f'binding "{static.binding}" is already used by a var or a producer'
+                src.file.problem(f"{src.key_path('assets')}.binding", message)
         ignore = w.boolean("ignore_unsupported_bindings", False)
         ignored: list[IgnoredBinding] = []
         schedules = crons(w, "crons")
@@ -447,6 +458,7 @@ class _Loader:
             crons=tuple(schedules),
             ignore_unsupported_bindings=ignore,
             ignored_bindings=tuple(ignored),
+            assets=static,
         )
 
     def _wrangler(self, w: Table) -> Table | None:

@@ -10,10 +10,13 @@ naming it when used.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from ocd import cron
-from ocd.configfile import Table
+from ocd.configfile import Table, absolute_path
 
 SUPPORTED = "only queues, vars and crons"
 ADVICE = "remove it or run this worker under wrangler dev"
@@ -33,7 +36,6 @@ UNSUPPORTED: dict[str, str] = {
     "agent_memory": "Agent Memory bindings",
     "analytics_engine_datasets": "Analytics Engine bindings",
     "artifacts": "Artifacts bindings",
-    "assets": "Static assets",
     "browser": "Browser Rendering bindings",
     "containers": "Containers",
     "dispatch_namespaces": "dispatch namespace bindings",
@@ -60,6 +62,29 @@ UNSUPPORTED: dict[str, str] = {
     "logfwdr": "logfwdr bindings",
 }
 _NAME_KEYS = ("binding", "name")
+
+
+NotFound = Literal["none", "404-page", "single-page-application"]
+HtmlHandling = Literal["auto-trailing-slash", "force-trailing-slash", "drop-trailing-slash", "none"]
+NOT_FOUND: tuple[NotFound, ...] = ("none", "404-page", "single-page-application")
+HTML_HANDLING: tuple[HtmlHandling, ...] = (
+    "auto-trailing-slash", "force-trailing-slash", "drop-trailing-slash", "none"
+)  # fmt: skip
+ASSETS_KEYS = ("directory", "binding", "not_found_handling", "html_handling", "run_worker_first")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True)
+class AssetsConfig:
+    """Static assets served from a worker's routes, as wrangler's ``assets`` serves them."""
+
+    directory: Path
+    binding: str | None = None  # env.ASSETS.fetch(request)
+    not_found_handling: NotFound = "none"
+    html_handling: HtmlHandling = "auto-trailing-slash"
+    # True: the worker runs first for every request; a tuple: for paths matching one of
+    # these patterns ("/api/*"; "!/api/docs" excludes)
+    run_worker_first: bool | tuple[str, ...] = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,3 +152,43 @@ def crons(t: Table, key: str) -> list[str]:
             continue
         out.append(item)
     return out
+
+
+def assets(src: Table) -> AssetsConfig | None:
+    """The ``assets`` table of ``src``, its directory resolved against ``src``'s file."""
+    a = src.table("assets", ASSETS_KEYS)
+    if a is None or "assets" not in src:
+        return None
+    value = a.get("directory")
+    directory: Path | None = None
+    if not isinstance(value, str) or not value:
+        a.expected("directory", "a path to a directory of static files", value)
+    else:
+        directory = absolute_path(src.file.path.parent, value)
+        if not directory.is_dir():
+            a.problem("directory", f"directory not found: {directory}")
+            directory = None
+    binding = a.text("binding", _IDENTIFIER.fullmatch, "a binding name like ASSETS")
+    not_found = a.get("not_found_handling", "none")
+    if not_found not in NOT_FOUND:
+        a.expected("not_found_handling", " or ".join(f'"{v}"' for v in NOT_FOUND), not_found)
+        not_found = "none"
+    html = a.get("html_handling", "auto-trailing-slash")
+    if html not in HTML_HANDLING:
+        a.expected("html_handling", " or ".join(f'"{v}"' for v in HTML_HANDLING), html)
+        html = "auto-trailing-slash"
+    first: bool | tuple[str, ...] = False
+    raw = a.get("run_worker_first", False)
+    if isinstance(raw, bool):
+        first = raw
+    elif isinstance(raw, list) and all(
+        isinstance(r, str) and r.lstrip("!").startswith("/") for r in raw
+    ):
+        first = tuple(raw)
+    else:
+        a.expected(
+            "run_worker_first", 'true, false or an array of path patterns like "/api/*"', raw
+        )
+    if directory is None:
+        return None
+    return AssetsConfig(directory, binding, not_found, html, first)

@@ -26,6 +26,7 @@ from ocd.clock import Clock, wall_ms
 from ocd.config import Config, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
 from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
+from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.ops import OpsRoutes
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
@@ -126,6 +127,8 @@ class Daemon:
         values: dict[str, Any] = dict(w.vars)
         for p in w.producers:
             values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
+        if w.assets is not None and w.assets.binding is not None:
+            values[w.assets.binding] = AssetsBinding(self._assets(w))
         for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
             if b.name:
                 values[b.name] = Unsupported(f"{b.feature.removesuffix('s')} {b.name}")
@@ -195,11 +198,21 @@ class Daemon:
 
     def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
         return [
-            WorkerRoute(w.config.name, prefix, w.fetch, envs[w.config.name])
+            WorkerRoute(
+                w.config.name,
+                prefix,
+                w.fetch,
+                envs[w.config.name],
+                None if w.config.assets is None else self._assets(w.config),
+            )
             for w in self.workers
-            if w.fetch is not None
+            if w.fetch is not None or w.config.assets is not None
             for prefix in w.config.routes
         ]
+
+    def _assets(self, w: WorkerConfig) -> Assets:
+        assert w.assets is not None
+        return Assets(w.assets)
 
     def _log_summary(self) -> None:
         cfg = self.config

@@ -155,7 +155,7 @@ def load_worker(worker: WorkerConfig, fresh: bool = False) -> LoadedWorker:
             f"worker {worker.name!r} consumes queue {worker.consumers[0].queue!r} but its "
             "module does not export a queue() handler",
         )
-    if worker.routes and fetch is None:
+    if worker.routes and fetch is None and worker.assets is None:
         raise WorkerLoadError(
             worker.name,
             worker.source,

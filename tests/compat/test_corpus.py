@@ -257,3 +257,47 @@ def test_ignore_unsupported_bindings_warns_and_the_binding_raises_when_used(tmp_
     finally:
         p.stop()
         p.close()
+
+
+def test_static_assets_are_served_with_wranglers_html_handling_and_404_page(corpus):
+    _, base = corpus
+    site = f"{base}/static-site"
+    status, body, headers = request(f"{site}/")
+    assert (status, "<h1>Home</h1>" in body) == (200, True)
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    about = request(f"{site}/about")
+    assert about[:2] == (200, "<!doctype html><title>about</title><h1>About</h1>\n")
+    assert request(f"{site}/docs/")[0] == 200
+    assert request(f"{site}/style.css")[2]["Content-Type"] == "text/css; charset=utf-8"
+    status, body, _ = request(f"{site}/nowhere/at/all")  # the worker, then ASSETS.fetch
+    assert (status, body) == (404, "<!doctype html><h1>Not here</h1>\n")
+    assert request(f"{site}/api/ping")[:2] == (200, '{"api": "ping"}')  # run_worker_first
+    assert request(f"{site}/%2e%2e/%2e%2e/wrangler.jsonc")[0] == 404  # nothing outside
+
+
+def test_static_assets_redirect_other_spellings_and_answer_304_to_a_matching_etag(corpus):
+    _, base = corpus
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    for path, location in [
+        ("/static-site/about.html", "/static-site/about"),
+        ("/static-site/index.html", "/static-site/"),
+        ("/static-site/docs", "/static-site/docs/"),
+        ("/static-site/about/?x=1", "/static-site/about?x=1"),
+    ]:
+        try:
+            opener.open(base + path, timeout=10)
+            raise AssertionError(f"{path} was not redirected")
+        except urllib.error.HTTPError as e:
+            assert (e.code, e.headers["Location"]) == (307, location), path
+    etag = request(f"{base}/static-site/style.css")[2]["ETag"]
+    req = urllib.request.Request(f"{base}/static-site/style.css", headers={"If-None-Match": etag})
+    try:
+        urllib.request.urlopen(req, timeout=10)
+        raise AssertionError("not a 304")
+    except urllib.error.HTTPError as e:
+        assert e.code == 304

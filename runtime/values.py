@@ -49,13 +49,23 @@ class JsBytes(bytes):
         return self
 
 
-def as_js_value(value: Any) -> Any:
-    """``value`` with ``to_py()`` on it and on every dict and list inside it."""
+def as_js_value(value: Any, _memo: dict[int, Any] | None = None) -> Any:
+    """``value`` with ``to_py()`` on it and on every dict and list inside it. A dict or list
+    met twice (a v8 body's shared references and cycles) becomes one converted object."""
     cls = type(value)
-    if cls is dict or cls is JsDict:
-        return JsDict({k: as_js_value(v) for k, v in value.items()})
-    if cls is list or cls is JsList:
-        return JsList([as_js_value(v) for v in value])
+    if cls is dict or cls is JsDict or cls is list or cls is JsList:
+        memo: dict[int, Any] = {} if _memo is None else _memo
+        done = memo.get(id(value))
+        if done is not None:
+            return done
+        if cls is dict or cls is JsDict:
+            d = memo[id(value)] = JsDict()
+            for k, v in value.items():
+                d[k] = as_js_value(v, memo)
+            return d
+        items = memo[id(value)] = JsList()
+        items.extend(as_js_value(v, memo) for v in value)
+        return items
     if cls is str:
         return JsStr(value)
     if cls is bytes or cls is bytearray or cls is memoryview:

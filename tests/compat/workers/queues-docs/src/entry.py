@@ -15,8 +15,15 @@ class Default(WorkerEntrypoint):
             ]
             await self.env.MY_QUEUE.sendBatch(to_js(messages, dict_converter=Object.fromEntries))
             return Response("Sent batch!")
-        log = {"url": request.url, "method": request.method, "kind": "single"}
-        await self.env.MY_QUEUE.send(to_js(log, dict_converter=Object.fromEntries))
+        await self.env.MY_QUEUE.send(
+            to_js(
+                {
+                    "url": request.url,
+                    "method": request.method,
+                    "headers": dict(request.headers),
+                }
+            )
+        )
         return Response("Sent!")
 
     async def queue(self, batch, env, ctx):

@@ -95,6 +95,9 @@ def test_wrangler_queues_and_whoami_work_with_only_the_base_url_and_a_token(
     w("queues", "delete", "made-here")
     assert get(base, "/accounts/local/queues?name=made-here")["result"] == []
 
+    refused = w("queues", "subscription", "list", "cf-jobs", ok=False)
+    assert "Event subscriptions are not supported by ocd" in refused and "11011" in refused
+
     refused = w("queues", "create", "My_Queue", ok=False)
     assert "queue_name must be" in refused and "10207" in refused
     assert "Traceback" not in p.log

@@ -17,9 +17,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ocd.configbindings import AssetsConfig, IgnoredBinding, assets, crons, unsupported_bindings
 from ocd.configfile import File, Table, absolute_path, is_loopback, parse_listen
 from ocd.dsn import redact_dsn
 from ocd.errors import ConfigError, Problem
+from ocd.names import QUEUE_NAME_RULE, is_queue_name
 
 DEFAULT_LISTEN = "127.0.0.1:8787"
 LOCAL_ACCOUNT = "local"
@@ -87,6 +89,10 @@ class WorkerConfig:
     consumers: tuple[ConsumerConfig, ...] = ()
     account: str = LOCAL_ACCOUNT
     handler_timeout_s: float = 900.0
+    crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron
+    ignore_unsupported_bindings: bool = False
+    ignored_bindings: tuple[IgnoredBinding, ...] = ()  # refused bindings let through
+    assets: AssetsConfig | None = None  # static files served from the worker's routes
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,13 +160,12 @@ _NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
 # A FIFO queue's name ends in ".fifo" (ocd.store.FIFO_SUFFIX; config imports nothing of the
 # store): exactly one, after a standard name.
 _FIFO_SUFFIX = ".fifo"
-_QUEUE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,63}(?:\.fifo)?")
 _ACCOUNT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _DSN_KEYWORD = re.compile(r"(?:^|\s)(?:host|dbname)\s*=")
 
-_QUEUE_NAME = 'a queue name (1..63 of A-Z a-z 0-9 _ -, then ".fifo" for a FIFO queue)'
+_QUEUE_NAME = f"a queue name ({QUEUE_NAME_RULE})"
 _DEDUP_SCOPES = ("queue", "message_group")
 _IDENTIFIER_NAME = "name matching [A-Za-z_][A-Za-z0-9_]*"
 _ACCOUNT_REF = 'an account id ("local" or a configured [[accounts]] id)'
@@ -172,7 +177,8 @@ _SERVER_KEYS = ("listen", "data_dir", "durability", "shutdown_timeout")
 _STORE_KEYS = ("backend", "dsn", "dsn_env", "pool_size", "node_heartbeat", "durability", "data_dir")
 _ACCOUNT_KEYS = ("id", "token_sha256")
 _WORKER_KEYS = (
-    "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues"
+    "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
+    "crons", "ignore_unsupported_bindings", "assets",
 )  # fmt: skip
 _PRODUCER_KEYS = ("binding", "queue")
 _CONSUMER_KEYS = (
@@ -187,7 +193,10 @@ _QUEUE_KEYS = (
 _WRANGLER_PRODUCER_KEYS = (*_PRODUCER_KEYS, "delivery_delay", "remote")
 _WRANGLER_CONSUMER_KEYS = (*_CONSUMER_KEYS, "type", "visibility_timeout_ms")
 # A worker entry key, and the wrangler key that sets the same thing.
-_WRANGLER_OVERLAP = (("main", "main"), ("module", "main"), ("vars", "vars"), ("queues", "queues"))
+_WRANGLER_OVERLAP = (
+    ("main", "main"), ("module", "main"), ("vars", "vars"), ("queues", "queues"),
+    ("assets", "assets"),
+)  # fmt: skip
 
 
 def _is_module_name(value: str) -> bool:
@@ -376,7 +385,7 @@ class _Loader:
         q = self.config.table(item, path, _QUEUE_KEYS, required=("name",))
         if q is None:
             return None
-        name = q.text("name", _QUEUE_NAME_RE.fullmatch, _QUEUE_NAME)
+        name = q.text("name", is_queue_name, _QUEUE_NAME)
         account = self._account_ref(q)
         first = self.declared_queues.setdefault((account, name), path) if name else path
         if first != path:
@@ -450,6 +459,24 @@ class _Loader:
         account = self._account_ref(w)
         vars_ = self._vars(pick("vars"))
         producers, consumers = self._worker_queues(pick("queues"), vars_, account, owner)
+        static = assets(pick("assets"))
+        if static is not None and static.binding is not None:
+            taken = static.binding in vars_ or any(p.binding == static.binding for p in producers)
+            if taken:
+                src = pick("assets")
+                message = f'binding "{static.binding}" is already used by a var or a producer'
+                src.file.problem(f"{src.key_path('assets')}.binding", message)
+        ignore = w.boolean("ignore_unsupported_bindings", False)
+        ignored: list[IgnoredBinding] = []
+        schedules = crons(w, "crons")
+        if wrangler is not None:
+            ignored = unsupported_bindings(wrangler, ignore, self.warnings)
+            triggers = wrangler.table("triggers", ("crons",))
+            if triggers is not None and "crons" in triggers:
+                if "crons" in w:
+                    where = wrangler.file.shown
+                    w.problem("crons", f'"triggers.crons" is already set in {where}; set it once')
+                schedules = crons(triggers, "crons")
         return WorkerConfig(
             name=name or "",
             key_path=path,
@@ -462,6 +489,10 @@ class _Loader:
             consumers=consumers,
             account=account,
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
+            crons=tuple(schedules),
+            ignore_unsupported_bindings=ignore,
+            ignored_bindings=tuple(ignored),
+            assets=static,
         )
 
     def _wrangler(self, w: Table) -> Table | None:
@@ -550,7 +581,14 @@ class _Loader:
         if p is None:
             return None
         binding = p.text("binding", _IDENTIFIER.fullmatch, f"a binding {_IDENTIFIER_NAME}")
-        queue = p.text("queue", _QUEUE_NAME_RE.fullmatch, _QUEUE_NAME) if "queue" in p else binding
+        if "queue" in p:
+            queue = p.text("queue", is_queue_name, _QUEUE_NAME)
+        else:  # Miniflare's default: the binding's name
+            queue = binding
+            if binding and file.wrangler and not is_queue_name(binding):
+                what = f'"queue" (the binding name "{binding}" is not {_QUEUE_NAME})'
+                file.problem(path, f"missing required key {what}")
+                queue = None
         if file.wrangler and "delivery_delay" in p:
             p.number("delivery_delay", 0, 86400, 0)
             where = f"{file.shown}: {p.key_path('delivery_delay')}"
@@ -569,8 +607,8 @@ class _Loader:
         if file.wrangler and c.get("type", "worker") != "worker":
             why = 'only "worker" consumers can be configured in your Wrangler configuration'
             c.expected("type", f'"worker" ({why})', c.get("type"))
-        queue = c.text("queue", _QUEUE_NAME_RE.fullmatch, _QUEUE_NAME)
-        dlq = c.text("dead_letter_queue", _QUEUE_NAME_RE.fullmatch, _QUEUE_NAME)
+        queue = c.text("queue", is_queue_name, _QUEUE_NAME)
+        dlq = c.text("dead_letter_queue", is_queue_name, _QUEUE_NAME)
         if queue is not None and dlq == queue:
             message = f'dead letter queue for queue "{queue}" cannot be itself'
             c.problem("dead_letter_queue", message)

@@ -26,6 +26,7 @@ from ocd.clock import Clock, wall_ms
 from ocd.config import Config, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
 from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
+from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.ops import OpsRoutes
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
@@ -33,7 +34,9 @@ from ocd.metrics import Metrics
 from ocd.notify import Notifier
 from ocd.producer import Producer
 from ocd.pull import PullService
+from ocd.scheduler import Scheduler, schedules_of
 from ocd.store import Store, make_store
+from runtime.unsupported import Unsupported
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,7 @@ class Daemon:
     metrics: Metrics = field(default_factory=Metrics)
     state: str = "starting"  # starting -> ready -> (reloading -> ready) -> draining
     _retiring: set[asyncio.Task[None]] = field(default_factory=set)
+    scheduler: Scheduler = field(init=False)  # cron triggers
 
     def __post_init__(self) -> None:
         sc = self.config.store
@@ -86,6 +90,7 @@ class Daemon:
         if hasattr(self.store, "on_commit"):  # the backend reports its group commits
             self.store.on_commit = self.metrics.committed
         self.producer = Producer(self.store, self.clock, self.metrics)
+        self.scheduler = Scheduler(self.store, self.clock, self.metrics)
 
     # ---------------------------------------------------------------- start
 
@@ -101,6 +106,8 @@ class Daemon:
             envs = {w.config.name: self._env(w.config) for w in self.workers}
             for key, (worker, policy, call) in self._consumer_plan(self.workers, envs).items():
                 self._start_dispatcher(key, worker, policy, call)
+            self.scheduler.set_schedules(schedules_of(self.workers, envs))
+            self._supervise("ocd-cron", self.scheduler.run())
             self._supervise("ocd-retention", self._retention_loop())
             await self._start_http(envs)
         except BaseException:
@@ -120,6 +127,11 @@ class Daemon:
         values: dict[str, Any] = dict(w.vars)
         for p in w.producers:
             values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
+        if w.assets is not None and w.assets.binding is not None:
+            values[w.assets.binding] = AssetsBinding(self._assets(w))
+        for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
+            if b.name:
+                values[b.name] = Unsupported(f"{b.feature.removesuffix('s')} {b.name}")
         return runtime.Env(values)
 
     def _consumer_plan(
@@ -186,11 +198,21 @@ class Daemon:
 
     def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
         return [
-            WorkerRoute(w.config.name, prefix, w.fetch, envs[w.config.name])
+            WorkerRoute(
+                w.config.name,
+                prefix,
+                w.fetch,
+                envs[w.config.name],
+                None if w.config.assets is None else self._assets(w.config),
+            )
             for w in self.workers
-            if w.fetch is not None
+            if w.fetch is not None or w.config.assets is not None
             for prefix in w.config.routes
         ]
+
+    def _assets(self, w: WorkerConfig) -> Assets:
+        assert w.assets is not None
+        return Assets(w.assets)
 
     def _log_summary(self) -> None:
         cfg = self.config
@@ -297,6 +319,11 @@ class Daemon:
         await asyncio.gather(*(d.drain(timeout) for d in self.dispatchers.values()))
         if self._retiring:  # consumers removed by a reload, still finishing their batches
             await asyncio.wait(set(self._retiring), timeout=timeout)
+        cron_loop = self._tasks.pop("ocd-cron", None)
+        if cron_loop is not None:  # no new cron runs; those under way may finish
+            cron_loop.cancel()
+        await self.scheduler.idle(max(0.0, timeout - (time.monotonic() - started)))
+        self.scheduler.cancel()
         if self.router is not None and self.router.background:
             left = max(0.0, timeout - (time.monotonic() - started))
             await asyncio.wait(set(self.router.background), timeout=left)
@@ -393,6 +420,7 @@ class Daemon:
         changes += [f"worker {n} removed" for n in sorted(before - after)]
         changes += [f"worker {n} reloaded" for n in sorted(before & after)]
         self.workers = workers
+        self.scheduler.set_schedules(schedules_of(workers, envs))
         if self.router is not None:
             self.router.set_routes(self._routes(envs))
         if self.api is not None:
@@ -401,6 +429,7 @@ class Daemon:
             )
             self.api.accounts = fresh.accounts
             self.api.producers = fresh.producers
+            self.api.workers = fresh.workers
         return "; ".join(changes)
 
     async def status(self) -> dict[str, Any]:

@@ -8,8 +8,16 @@ Two styles are understood, as in Cloudflare Python Workers:
 * module style: ``async def fetch(request, env, ctx)`` / ``async def queue(batch, env, ctx)``,
   or the legacy ``on_fetch`` / ``on_queue``; called with as many arguments as they take.
 
+``scheduled(controller, env, ctx)`` (cron triggers) is found the same way. Every handler is
+called with as many of its arguments as it takes, as Cloudflare does: ``fetch(self)``,
+``fetch(self, request)``, ... ``fetch(self, request, env, ctx)``.
+
 Worker modules can ``from workers import ...``: ocd registers its ``runtime`` package under
-that name unless a real package called ``workers`` is installed.
+that name unless a real package called ``workers`` is installed; ``pyodide``, ``js`` and
+``asgi`` come from ``runtime/_shims``, at the end of ``sys.path``, so installed packages of
+those names win. A module that imported a placeholder of a feature ocd does not run
+(``from js import HTMLRewriter``) is refused at load, unless its worker sets
+``ignore_unsupported_bindings``.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from typing import Any
 import runtime
 from ocd.config import WorkerConfig
 from ocd.errors import WorkerLoadError, WorkerLoadErrors
+from runtime.context import enter, leave
+from runtime.unsupported import ADVICE, Unsupported
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +53,24 @@ class LoadedWorker:
     module: ModuleType
     fetch: Handler | None
     queue: Handler | None
+    scheduled: Handler | None = None
+
+
+SHIMS = str(Path(runtime.__file__).parent / "_shims")
 
 
 def install_workers_alias() -> None:
-    """Make ``import workers`` give ``runtime``, without shadowing a real package."""
+    """Make ``import workers`` give ``runtime``, and ``pyodide``/``js``/``asgi`` importable,
+    without shadowing a real package."""
+    if SHIMS not in sys.path:
+        for name in ("pyodide", "js", "asgi"):
+            if name not in sys.modules and importlib.util.find_spec(name) is not None:
+                log.warning(
+                    "a package named %r is installed; worker modules that import it get it "
+                    "instead of ocd's stand-in",
+                    name,
+                )
+        sys.path.append(SHIMS)
     existing = sys.modules.get("workers")
     if existing is runtime:
         return
@@ -93,7 +117,7 @@ def _forget(worker: WorkerConfig) -> None:
     importlib.invalidate_caches()
 
 
-_OURS = ("ocd", "runtime", "workers")
+_OURS = ("ocd", "runtime", "workers", "pyodide", "js", "asgi")
 _INSTALLED = tuple(
     str(Path(p)) + os.sep
     for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
@@ -114,12 +138,15 @@ def load_worker(worker: WorkerConfig, fresh: bool = False) -> LoadedWorker:
     module = _import(worker)
     where = f"{worker.key_path}.{'main' if worker.main else 'module'}"
     entry = getattr(module, "Default", None)
+    _check_supported(worker, module, where)
     if inspect.isclass(entry):
         fetch = _class_handler(worker, entry, "fetch", where)
         queue = _class_handler(worker, entry, "queue", where)
+        scheduled = _class_handler(worker, entry, "scheduled", where)
     else:
         fetch = _module_handler(worker, module, "fetch", where)
         queue = _module_handler(worker, module, "queue", where)
+        scheduled = _module_handler(worker, module, "scheduled", where)
     if worker.consumers and queue is None:
         raise WorkerLoadError(
             worker.name,
@@ -128,14 +155,42 @@ def load_worker(worker: WorkerConfig, fresh: bool = False) -> LoadedWorker:
             f"worker {worker.name!r} consumes queue {worker.consumers[0].queue!r} but its "
             "module does not export a queue() handler",
         )
-    if worker.routes and fetch is None:
+    if worker.routes and fetch is None and worker.assets is None:
         raise WorkerLoadError(
             worker.name,
             worker.source,
             where,
             f"worker {worker.name!r} has routes but its module does not export a fetch() handler",
         )
-    return LoadedWorker(worker, module, fetch, queue)
+    if worker.crons and scheduled is None:
+        raise WorkerLoadError(
+            worker.name,
+            worker.source,
+            where,
+            f"worker {worker.name!r} has cron triggers ({', '.join(worker.crons)}) but its "
+            "module does not export a scheduled() handler",
+        )
+    return LoadedWorker(worker, module, fetch, queue, scheduled)
+
+
+def _check_supported(worker: WorkerConfig, module: ModuleType, where: str) -> None:
+    """Refuse a module that imported a placeholder of a feature ocd does not run."""
+    for name, value in sorted(vars(module).items()):
+        if not isinstance(value, Unsupported):
+            continue
+        shown = worker.main.name if worker.main is not None else worker.module
+        message = f"{value.feature} is not supported by ocd; {ADVICE}"
+        if worker.ignore_unsupported_bindings:
+            log.warning(
+                "worker %s: %s (imported as %s; ignore_unsupported_bindings: it raises "
+                "NotImplementedError when used)",
+                worker.name,
+                message,
+                name,
+                extra={"event": "unsupported_ignored", "worker": worker.name},
+            )
+            continue
+        raise WorkerLoadError(worker.name, worker.source, where, f"{shown}: {message}")
 
 
 def _import(worker: WorkerConfig) -> ModuleType:
@@ -223,14 +278,15 @@ def _class_handler(worker: WorkerConfig, cls: type, name: str, where: str) -> Ha
         return None
     _require_async(worker, method, f"Default.{name}", where)
     # Unbound function: the first parameter is self.
-    wants_all = _accepts(method) - 1 >= 3
+    n = max(0, min(_accepts(method) - 1, 3))
 
     async def call(event: Any, env: runtime.Env, ctx: runtime.ExecutionContext) -> Any:
-        instance = cls(ctx, env)
-        bound = getattr(instance, name)
-        if wants_all:
-            return await bound(event, env, ctx)
-        return await bound(event)
+        token = enter(env, ctx)
+        try:
+            instance = cls(ctx, env)
+            return await getattr(instance, name)(*(event, env, ctx)[:n])
+        finally:
+            leave(token)
 
     return call
 
@@ -250,6 +306,10 @@ def _module_handler(
     target = fn
 
     async def call(event: Any, env: runtime.Env, ctx: runtime.ExecutionContext) -> Any:
-        return await target(*(event, env, ctx)[:n])
+        token = enter(env, ctx)
+        try:
+            return await target(*(event, env, ctx)[:n])
+        finally:
+            leave(token)
 
     return call

@@ -55,6 +55,12 @@ class Metrics:
             (*CONSUMER, "outcome"),
             registry=r,
         )
+        self.cron_runs = Counter(
+            "ocd_cron_runs",
+            'Cron trigger runs of scheduled() handlers, by outcome ("ok", "exception", "timeout").',
+            ("worker", "cron", "outcome"),
+            registry=r,
+        )
         self.send_commit = Histogram(
             "ocd_send_commit_seconds",
             "Time a send waits for its messages to be committed.",

@@ -11,24 +11,66 @@
             for message in batch.messages:
                 message.ack()
 
+Cloudflare's other exports import too: ``fetch``, ``wsgi``, ``asgi``, ``handler``, ``env``,
+``wait_until``, ``python_to_rpc``; ``DurableObject`` and ``WorkflowEntrypoint`` can be
+subclassed, but the bindings that would run them are refused by ocd's config check.
+
 This package imports nothing from the daemon, so worker code can be unit-tested without it.
 """
 
+from runtime import asgi, wsgi
 from runtime._jsdict import JsDict
-from runtime.context import Env, ExecutionContext, WorkerEntrypoint
+from runtime.context import (
+    Env,
+    ExecutionContext,
+    WorkerEntrypoint,
+    env,
+    handler,
+    python_from_rpc,
+    python_to_rpc,
+    wait_until,
+    waitUntil,
+)
+from runtime.fetch import FetchResponse, fetch
 from runtime.http import Request, Response
 from runtime.queue import BatchMarks, Message, MessageBatch, Queue, QueueBackend
+from runtime.scheduled import ScheduledController
+from runtime.unsupported import (
+    DurableObject,
+    WorkflowEntrypoint,
+    WorkflowStep,
+    import_from_javascript,
+)
+from runtime.values import JsBytes, JsList, JsStr
 
 __all__ = [
     "BatchMarks",
+    "DurableObject",
     "Env",
     "ExecutionContext",
+    "FetchResponse",
+    "JsBytes",
     "JsDict",
+    "JsList",
+    "JsStr",
     "Message",
     "MessageBatch",
     "Queue",
     "QueueBackend",
     "Request",
     "Response",
+    "ScheduledController",
     "WorkerEntrypoint",
+    "WorkflowEntrypoint",
+    "WorkflowStep",
+    "asgi",
+    "env",
+    "fetch",
+    "handler",
+    "import_from_javascript",
+    "python_from_rpc",
+    "python_to_rpc",
+    "waitUntil",
+    "wait_until",
+    "wsgi",
 ]

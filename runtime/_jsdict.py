@@ -16,6 +16,10 @@ class JsDict(dict[str, Any]):
         except KeyError:
             raise AttributeError(name) from None
 
+    def to_py(self, *args: Any, **kwargs: Any) -> JsDict:
+        """The dict itself: it is a Python value already (``message.body.to_py()``)."""
+        return self
+
     @classmethod
     def deep(cls, value: Any) -> Any:
         if isinstance(value, dict):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
-from collections.abc import Awaitable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 log = logging.getLogger("workers")
 
@@ -69,3 +70,67 @@ class WorkerEntrypoint:
     def __init__(self, ctx: ExecutionContext, env: Env) -> None:
         self.ctx = ctx
         self.env = env
+
+
+_current: contextvars.ContextVar[tuple[Env, ExecutionContext]] = contextvars.ContextVar(
+    "workers_current"
+)
+
+
+def enter(env: Env, ctx: ExecutionContext) -> contextvars.Token[tuple[Env, ExecutionContext]]:
+    """Make ``env``/``ctx`` the ones ``workers.env`` and ``workers.wait_until`` use in the
+    handler about to run (ocd calls this; worker code does not)."""
+    return _current.set((env, ctx))
+
+
+def leave(token: contextvars.Token[tuple[Env, ExecutionContext]]) -> None:
+    _current.reset(token)
+
+
+def _now() -> tuple[Env, ExecutionContext]:
+    try:
+        return _current.get()
+    except LookupError:
+        raise RuntimeError("workers.env and workers.wait_until work inside a handler") from None
+
+
+def wait_until(awaitable: Awaitable[Any]) -> None:
+    """``ctx.waitUntil`` of the handler running now."""
+    _now()[1].waitUntil(awaitable)
+
+
+waitUntil = wait_until
+
+
+class _CurrentEnv:
+    """``from workers import env``: the running handler's env."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_now()[0], name)
+
+    def __getitem__(self, name: str) -> Any:
+        return _now()[0][name]
+
+    def __repr__(self) -> str:
+        return "<env of the running handler>"
+
+
+env = _CurrentEnv()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handler(fn: F) -> F:
+    """Marks a module-level handler, as in Cloudflare's SDK; ocd finds handlers by name."""
+    return fn
+
+
+def python_to_rpc(value: Any) -> Any:
+    """Values cross no RPC boundary here: ``value`` itself."""
+    return value
+
+
+def python_from_rpc(value: Any) -> Any:
+    from runtime.values import as_js_value
+
+    return as_js_value(value)

@@ -24,6 +24,11 @@ class Request:
         self._read_body = read_body
         self._body: bytes | None = None
 
+    @property
+    def js_object(self) -> Request:
+        """What Cloudflare's examples hand to ``asgi.fetch``: the request itself here."""
+        return self
+
     async def bytes(self) -> bytes:
         if self._body is None:
             self._body = await self._read_body()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runtime._jsdict import JsDict
+from runtime.values import as_js_value
 
 log = logging.getLogger("workers.queue")
 
@@ -187,7 +188,7 @@ class Message:
     ) -> None:
         self.id = id
         self.timestamp = timestamp
-        self.body = body
+        self.body = as_js_value(body)  # with to_py(), as Python Workers code expects
         self.attempts = attempts
         self._marks = marks
         self.groupId = group_id

@@ -2,6 +2,7 @@
 
 ``OCD_REQUIRE_POSTGRES=1`` (set by CI) turns "PostgreSQL unavailable" from a skip into a
 failure, and fails the run if any test still skipped for a PostgreSQL reason.
+``OCD_REQUIRE_NODE=1`` does the same for the tests that run wrangler from npm.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import pg
+from tests import pg, wrangler
 
 REQUIRE_ENV = "OCD_REQUIRE_POSTGRES"
 STORE_ENV = "OCD_TEST_STORE"
 STORE_BACKENDS = ("sqlite", "postgres")
 
 _postgres_skips: list[str] = []
+_node_skips: list[str] = []
 
 
 def _postgres_required() -> bool:
@@ -72,6 +74,18 @@ def _note_postgres_skip(report: pytest.TestReport | pytest.CollectReport) -> Non
     reason = _skip_reason(report)
     if reason is not None and "postgres" in reason.lower():
         _postgres_skips.append(f"{report.nodeid}: {reason}")
+    if reason is not None and "wrangler" in reason.lower():
+        _node_skips.append(f"{report.nodeid}: {reason}")
+
+
+@pytest.fixture(scope="session")
+def wrangler_cli() -> None:
+    """wrangler from tests/node_modules; skips (or fails, with OCD_REQUIRE_NODE=1) without."""
+    reason = wrangler.why_unavailable()
+    if reason is not None:
+        if wrangler.required():
+            pytest.fail(f"{wrangler.REQUIRE_ENV}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -85,6 +99,8 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _postgres_required() and _postgres_skips and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if wrangler.required() and _node_skips and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -92,5 +108,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"FAILED: {REQUIRE_ENV}=1 but {len(_postgres_skips)} test(s) skipped for a "
             f"PostgreSQL reason, e.g. {_postgres_skips[0]}",
+            red=True,
+        )
+    if wrangler.required() and _node_skips:
+        terminalreporter.write_line(
+            f"FAILED: {wrangler.REQUIRE_ENV}=1 but {len(_node_skips)} test(s) skipped for a "
+            f"wrangler reason, e.g. {_node_skips[0]}",
             red=True,
         )

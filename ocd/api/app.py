@@ -16,6 +16,7 @@ from ocd.api.context import ApiContext
 from ocd.api.envelope import ApiRouter, enveloped
 from ocd.api.messages import MessageRoutes
 from ocd.api.queues import QueueRoutes
+from ocd.api.user import UserRoutes
 
 PREFIX = "/client/v4"
 
@@ -25,6 +26,7 @@ def add_api(app: web.Application, ctx: ApiContext) -> None:
     # Message routes first: routes are matched in order, and these carry the traffic.
     MessageRoutes(ctx).add_to(router, PREFIX)
     QueueRoutes(ctx).add_to(router, PREFIX)
+    UserRoutes(ctx).add_to(router, PREFIX)
     router.add_get(PREFIX + "/openapi.json", openapi.handler)
     for resource in router.resources:
         resource.add_route("*", enveloped(_method_not_allowed))

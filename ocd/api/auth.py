@@ -25,6 +25,23 @@ class Accounts:
     def ids(self) -> list[str]:
         return [LOCAL] if self.open else sorted(self._tokens)
 
+    def of(self, request: web.Request) -> list[str]:
+        """The accounts the caller's bearer token opens (``local`` for anyone when no
+        accounts are configured), sorted."""
+        if self.open:
+            return [LOCAL]
+        digest = _digest(request)
+        if digest is None:
+            return []
+        found = []
+        for account, hashes in sorted(self._tokens.items()):
+            match = False
+            for h in hashes:
+                match |= hmac.compare_digest(h, digest)
+            if match:
+                found.append(account)
+        return found
+
     def check(self, request: web.Request, account: str) -> None:
         """Raise the same 403 for a bad token, a missing one and an unknown account."""
         if self.open:
@@ -41,6 +58,14 @@ class Accounts:
             match |= hmac.compare_digest(h, digest)
         if scheme.lower() != "bearer" or not token or not match:
             raise _denied()
+
+
+def _digest(request: web.Request) -> bytes | None:
+    """SHA-256 of the request's bearer token; None without one."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return hashlib.sha256(token.strip().encode()).digest()
 
 
 def _denied() -> ApiError:

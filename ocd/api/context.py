@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,12 +13,10 @@ from ocd.api.auth import Accounts
 from ocd.api.envelope import QUEUE_NOT_FOUND, ApiError
 from ocd.clock import Clock
 from ocd.config import Config
+from ocd.names import QUEUE_NAME as QUEUE_NAME  # re-exported for the API modules
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.store import PullConsumer, QueueRecord, Store
-
-# A FIFO queue's name is a standard one with one ".fifo" after it (ocd.store.FIFO_SUFFIX).
-QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}(?:\.fifo)?")
 
 
 @dataclass
@@ -32,6 +29,7 @@ class ApiContext:
     clock: Clock
     # (account, queue) -> workers whose producer bindings name it in the config
     producers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    workers: set[tuple[str, str]] = field(default_factory=set)  # (account, worker name)
 
     @classmethod
     def from_config(
@@ -52,6 +50,7 @@ class ApiContext:
             clock,
         )
         for w in config.workers:
+            ctx.workers.add((w.account, w.name))
             for p in w.producers:
                 ctx.producers.setdefault((w.account, p.queue), []).append(w.name)
         return ctx
@@ -112,7 +111,12 @@ class ApiContext:
                 "created_on": iso(q.created_ms),
                 "queue_name": q.name,
                 "type": "worker",
+                # wrangler finds a worker consumer by "script" or "service" (and then its
+                # environment), Cloudflare's API documents "script_name": all three.
+                "script": wc.worker,
                 "script_name": wc.worker,
+                "service": wc.worker,
+                "environment": "production",
                 "dead_letter_queue": c.dead_letter_queue or "",
                 "settings": {
                     "batch_size": c.max_batch_size,

@@ -16,6 +16,9 @@ log = logging.getLogger(__name__)
 # Cloudflare's codes where one is known (reference 1.5, and the REST API's 10000 / 11xxx);
 # the comments say where a code is ocd's own.
 AUTH_ERROR = 10000
+INVALID_TOKEN = 1000  # /user/tokens/verify: "Invalid API Token"
+USER_UNAUTHORIZED = 9109  # /user: "Unauthorized to access requested resource"
+SERVICE_NOT_FOUND = 10090  # /workers/services/{name}: no such worker
 QUEUE_ID_MALFORMED = 10107
 MESSAGE_METADATA_INVALID = 10203
 BODY_INVALID = 10207
@@ -30,6 +33,7 @@ CONSUMER_EXISTS = 11004
 QUEUE_IN_USE = 11006  # ocd's own: the config file names the queue
 QUEUE_EXISTS = 11009  # ocd's own: the name is taken in this account
 NO_PULL_CONSUMER = 11010  # ocd's own
+FEATURE_NOT_SUPPORTED = 11011  # ocd's own: a Cloudflare API ocd does not provide
 ROUTE_NOT_FOUND = 7003
 METHOD_NOT_ALLOWED = 7001
 

@@ -23,7 +23,7 @@ from ocd.api.envelope import (
 )
 from ocd.api.validate import Fields, json_object
 from ocd.errors import QueueSendArgumentError, QueueSendError
-from ocd.producer import MAX_BATCH_MESSAGES, MAX_DELAY_S
+from ocd.producer import MAX_BATCH_MESSAGES, check_delay
 from ocd.pull import MAX_WAIT_MS
 from ocd.store import Backlog, Delivery, PullConsumer, QueueRecord
 
@@ -117,10 +117,20 @@ def _item(f: Fields) -> tuple[Any, str, int | None, str | None, str | None]:
     body = f.data["body"]
     if ctype == "text" and not isinstance(body, str):
         raise invalid('a "text" message needs a string body', f.where("body"))
-    delay = f.integer("delay_seconds", 0, MAX_DELAY_S, None)
     group = f.string("message_group_id", None)
     dedup = f.string("message_deduplication_id", None)
-    return body, ctype, delay, group, dedup
+    return body, ctype, _delay(f), group, dedup
+
+
+def _delay(f: Fields) -> int | None:
+    """``delay_seconds``, checked by the producer's rule: 10203 as on the binding."""
+    value = f.data.get("delay_seconds")
+    if isinstance(value, float) and value.is_integer():  # JSON has one number type
+        value = int(value)
+    try:
+        return check_delay(value)
+    except QueueSendError as e:
+        raise ApiError(400, e.code, e.cause, f.where("delay_seconds")) from None
 
 
 class MessageRoutes:
@@ -166,7 +176,7 @@ class MessageRoutes:
                 "/messages",
             )
         items = [_item(Fields(m, f"/messages/{i}", MESSAGE_KEYS)) for i, m in enumerate(raw)]
-        return await self._send(q, items, f.integer("delay_seconds", 0, MAX_DELAY_S, None))
+        return await self._send(q, items, _delay(f))
 
     def _pull_consumer(self, q: QueueRecord) -> PullConsumer:
         consumer = self.ctx.store.pull_consumer(q)
@@ -223,9 +233,7 @@ class MessageRoutes:
         retries: list[tuple[str, int | None]] = []
         for i, r in enumerate(f.array("retries", [])):
             rf = Fields(r, f"/retries/{i}", ("lease_id", "delay_seconds"))
-            retries.append(
-                (rf.string("lease_id"), rf.integer("delay_seconds", 0, MAX_DELAY_S, None))
-            )
+            retries.append((rf.string("lease_id"), _delay(rf)))
         result = await self.ctx.pull.ack(q, consumer, acks, retries)
         return ok(
             {"ackCount": result.acked, "retryCount": result.retried, "warnings": result.warnings}

@@ -22,7 +22,9 @@ from ocd.api.envelope import (
     BODY_MALFORMED,
     CONSUMER_EXISTS,
     CONSUMER_NOT_FOUND,
+    FEATURE_NOT_SUPPORTED,
     INTERNAL,
+    INVALID_TOKEN,
     MESSAGE_METADATA_INVALID,
     METHOD_NOT_ALLOWED,
     NO_PULL_CONSUMER,
@@ -31,6 +33,8 @@ from ocd.api.envelope import (
     QUEUE_IN_USE,
     QUEUE_NOT_FOUND,
     ROUTE_NOT_FOUND,
+    SERVICE_NOT_FOUND,
+    USER_UNAUTHORIZED,
 )
 from ocd.api.schemas import SCHEMAS, Schema, array, error_item, obj, ref, string
 from ocd.producer import (
@@ -70,6 +74,11 @@ CODES: dict[int, str] = {
     ROUTE_NOT_FOUND: "no route for that path (any path under /client/v4)",
     METHOD_NOT_ALLOWED: "the path exists but not with that method (any path under /client/v4)",
     INTERNAL: "an unexpected server error; the daemon logs it with event api_failed",
+    INVALID_TOKEN: "the bearer token opens no account (wrangler then takes it for an account "
+    "token)",
+    USER_UNAUTHORIZED: "ocd's tokens belong to accounts, not to users: there is no user to show",
+    SERVICE_NOT_FOUND: "no worker of that name in this account's config",
+    FEATURE_NOT_SUPPORTED: "a Cloudflare API that ocd does not provide",
 }
 
 # ------------------------------------------------------------------------ responses
@@ -93,11 +102,13 @@ def success(result: Schema, *, paged: bool = False) -> Schema:
 
 STATUS_TEXT = {
     400: "Bad request",
+    401: "Unauthorized",
     403: "Forbidden",
     404: "Not found",
     409: "Conflict",
     413: "Request body over 1 MiB",
     500: "Internal error",
+    501: "Not implemented",
 }
 
 
@@ -179,6 +190,19 @@ PATH_PARAMS = {
     "account_id": param("account_id", '"local" when ocd has no [[accounts]] configured.'),
     "queue_id": param("queue_id", "The queue's 32-hex id, or its name."),
     "consumer_id": param("consumer_id", "The consumer's 32-hex id."),
+    "name": param("name", "A worker's name."),
+    "subscription_id": param("subscription_id", "An event subscription's id."),
+}
+PAGE_QUERY = [
+    param("page", "1-based page.", "query", type="integer", minimum=1, maximum=1_000_000),
+    param("per_page", "Items per page (20).", "query", type="integer", minimum=1, maximum=1000),
+]
+SUBS = "/accounts/{account_id}/event_subscriptions/subscriptions"
+NOT_SUPPORTED = {501: [FEATURE_NOT_SUPPORTED]}
+# Operations that answer only an error, documented so that clients get a clear refusal.
+ALWAYS_FAIL = {
+    "user-get",
+    *(f"event-subscriptions-{x}" for x in ("list", "create", "get", "edit", "delete")),
 }
 
 LIST_QUERY = [
@@ -244,6 +268,29 @@ OPERATIONS: list[Operation] = [
               result("PeekResult"), body="PeekInput", body_required=False),
     operation("post", M + "/purge", "messages-purge", "Delete peeked messages by ref",
               result("RefsPurged"), body="PurgeRefsInput"),
+    operation("get", "/user/tokens/verify", "user-tokens-verify", "The caller's token status",
+              result("TokenStatus"), errors={401: [INVALID_TOKEN]}),
+    operation("get", "/user", "user-get", "Always 9109: ocd's tokens belong to accounts",
+              success({"type": "null"}), errors={403: [USER_UNAUTHORIZED]}),
+    operation("get", "/accounts", "accounts-list", "The accounts the caller's token opens",
+              success(array(ref("Account")), paged=True), errors={400: [BODY_INVALID]},
+              parameters=PAGE_QUERY),
+    operation("get", "/memberships", "memberships-list", "The caller's account memberships",
+              success(array(ref("Membership")), paged=True), errors={400: [BODY_INVALID]},
+              parameters=PAGE_QUERY),
+    operation("get", "/accounts/{account_id}/workers/services/{name}", "workers-services-get",
+              "A worker of ocd's config as a service (wrangler asks before removing a "
+              "worker consumer)", result("Service"), errors={404: [SERVICE_NOT_FOUND]}),
+    operation("get", SUBS, "event-subscriptions-list", "Not supported by ocd",
+              success({"type": "null"}), errors=NOT_SUPPORTED),
+    operation("post", SUBS, "event-subscriptions-create", "Not supported by ocd",
+              success({"type": "null"}), errors=NOT_SUPPORTED),
+    operation("get", SUBS + "/{subscription_id}", "event-subscriptions-get",
+              "Not supported by ocd", success({"type": "null"}), errors=NOT_SUPPORTED),
+    operation("patch", SUBS + "/{subscription_id}", "event-subscriptions-edit",
+              "Not supported by ocd", success({"type": "null"}), errors=NOT_SUPPORTED),
+    operation("delete", SUBS + "/{subscription_id}", "event-subscriptions-delete",
+              "Not supported by ocd", success({"type": "null"}), errors=NOT_SUPPORTED),
 ]  # fmt: skip
 
 OPENAPI_GET: Schema = {
@@ -300,6 +347,11 @@ def document() -> dict[str, Any]:
                 {"name": "Queues"},
                 {"name": "Consumers"},
                 {"name": "Messages", "description": "Push, and the HTTP pull consumer protocol."},
+                {"name": "User", "description": "What wrangler asks about its token."},
+                {"name": "Accounts"},
+                {"name": "Memberships"},
+                {"name": "Workers"},
+                {"name": "Event"},
                 {"name": "Meta"},
             ],
             "paths": paths(),

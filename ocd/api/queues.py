@@ -35,6 +35,7 @@ from ocd.errors import (
     QueueInUse,
     QueueTypeChange,
 )
+from ocd.names import QUEUE_NAME_RULE
 from ocd.store import PullConsumer, QueueRecord, QueueSettings
 
 SETTINGS_KEYS = (
@@ -68,11 +69,7 @@ def _settings(f: Fields, base: QueueSettings) -> QueueSettings:
 def _queue_name(f: Fields, required: bool) -> str | None:
     name: str | None = f.string("queue_name") if required else f.string("queue_name", None)
     if name is not None and not QUEUE_NAME.fullmatch(name):
-        raise invalid(
-            "queue_name must be 1..63 characters of letters, digits, '-' and '_', "
-            "starting with a letter or digit, then '.fifo' for a FIFO queue",
-            "/queue_name",
-        )
+        raise invalid(f"queue_name must be {QUEUE_NAME_RULE}, got {name!r}", "/queue_name")
     return name
 
 

@@ -390,7 +390,12 @@ def consumer(kind: str, extra: dict[str, Schema], settings: dict[str, Schema]) -
 
 WORKER_CONSUMER = consumer(
     "worker",
-    {"script_name": string("Worker from ocd's config file.")},
+    {
+        "script": string("Worker from ocd's config file (what wrangler reads)."),
+        "script_name": string("The same worker."),
+        "service": string("The same worker, as a service with one environment."),
+        "environment": {"const": "production"},
+    },
     {
         "batch_size": integer(1),
         "max_retries": integer(0),
@@ -501,6 +506,41 @@ RESULT_INFO = obj(
     ("page", "per_page", "count", "total_count", "total_pages"),
 )
 
+TOKEN_STATUS = obj(
+    {"id": string(pattern="^[0-9a-f]{32}$"), "status": {"const": "active"}}, ("id", "status")
+)
+ACCOUNT_REF = obj({"id": string(), "name": string()}, ("id", "name"))
+ACCOUNT = obj(
+    {
+        "id": string('"local", or an [[accounts]] id.'),
+        "name": string(),
+        "type": string(),
+        "settings": obj({"enforce_twofactor": {"type": "boolean"}}),
+        "created_on": TIMESTAMP,
+    },
+    ("id", "name", "type"),
+)
+MEMBERSHIP = obj(
+    {
+        "id": string(),
+        "account": ACCOUNT_REF,
+        "roles": array(string()),
+        "status": string(),
+        "permissions": obj(
+            {"queues": obj({"read": {"type": "boolean"}, "write": {"type": "boolean"}})}
+        ),
+    },
+    ("id", "account", "roles", "status"),
+)
+ENVIRONMENT = obj(
+    {"environment": {"const": "production"}, "script": obj({"id": string()}, ("id",))},
+    ("environment", "script"),
+)
+SERVICE = obj(
+    {"id": string(), "default_environment": ENVIRONMENT, "environments": array(ENVIRONMENT)},
+    ("id", "default_environment", "environments"),
+)
+
 SCHEMAS: dict[str, Schema] = {
     "QueueSettingsInput": QUEUE_SETTINGS_INPUT,
     "QueueCreate": queue_input(name_required=True),
@@ -529,5 +569,9 @@ SCHEMAS: dict[str, Schema] = {
     "PulledMessage": delivered("lease_id", "Acks or retries this delivery."),
     "PeekedMessage": delivered("ref", "Deletes this message through messages/purge."),
     "ErrorItem": error_item(),
+    "TokenStatus": TOKEN_STATUS,
+    "Account": ACCOUNT,
+    "Membership": MEMBERSHIP,
+    "Service": SERVICE,
     "ResultInfo": RESULT_INFO,
 }

@@ -10,11 +10,13 @@ from typing import Any, Protocol
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from ocd import cron
 from ocd.clock import Clock
 from ocd.config import Config
 from ocd.dispatch import Dispatcher
 from ocd.loader import LoadedWorker
 from ocd.metrics import Metrics
+from ocd.scheduler import Scheduler
 from ocd.store import Store
 
 
@@ -36,6 +38,8 @@ class OpsSource(Protocol):
     def metrics(self) -> Metrics: ...
     @property
     def clock(self) -> Clock: ...
+    @property
+    def scheduler(self) -> Scheduler: ...
 
 
 class OpsRoutes:
@@ -47,6 +51,7 @@ class OpsRoutes:
         router.add_get("/__ocd/readyz", self.readyz)
         router.add_get("/__ocd/metrics", self.metrics)
         router.add_get("/__ocd/status", self.status)
+        router.add_post("/__ocd/scheduled", self.scheduled)
 
     async def healthz(self, request: web.Request) -> web.Response:
         """The process is alive and its event loop answers."""
@@ -73,15 +78,44 @@ class OpsRoutes:
         body = await src.metrics.render(src.store, src.clock())
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    async def scheduled(self, request: web.Request) -> web.Response:
+        """Run scheduled() handlers now, as ``wrangler dev --test-scheduled`` does:
+        ``?cron=*/5+*+*+*+*`` (optional) and ``?worker=NAME`` (optional); loopback only."""
+        if not _loopback(request):
+            return web.json_response({"error": "only served on loopback"}, status=403)
+        expr = request.query.get("cron")
+        if expr is not None:
+            try:
+                cron.parse(expr)
+            except cron.CronError as e:
+                return web.json_response({"error": f"cron {expr!r}: {e}"}, status=400)
+        runs = await self.source.scheduler.trigger(expr, request.query.get("worker"))
+        if not runs:
+            what = "no worker with cron triggers and a scheduled() handler"
+            worker = request.query.get("worker")
+            return web.json_response(
+                {"error": what + (f" is named {worker!r}" if worker else "")}, status=404
+            )
+        body = {
+            "ran": [
+                {
+                    "worker": r.worker,
+                    "cron": r.cron,
+                    "scheduledTime": r.scheduled_ms,
+                    "outcome": r.outcome,
+                }
+                for r in runs
+            ]
+        }
+        failed = any(r.outcome != "ok" for r in runs)
+        return web.json_response(body, status=500 if failed else 200)
+
     def _allowed(self, request: web.Request) -> bool:
         """Status and metrics name every account's queues: with accounts configured (and so
         possibly a public listener) they answer only on loopback."""
         if not self.source.config.accounts:
             return True
-        try:
-            return ipaddress.ip_address(request.remote or "").is_loopback
-        except ValueError:
-            return False
+        return _loopback(request)
 
     async def report(self) -> dict[str, Any]:
         """What ``ocd status`` shows: workers, queues with their counts, consumers."""
@@ -122,3 +156,10 @@ class OpsRoutes:
             "queues": queues,
             "consumers": consumers,
         }
+
+
+def _loopback(request: web.Request) -> bool:
+    try:
+        return ipaddress.ip_address(request.remote or "").is_loopback
+    except ValueError:
+        return False

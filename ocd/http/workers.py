@@ -1,4 +1,5 @@
-"""Worker routes: a request goes to the worker whose route prefix matches it best."""
+"""Worker routes: a request goes to the worker whose route prefix matches it best, and to
+its static assets first when it has them (``ocd.http.assets``)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,26 @@ from typing import Any
 from aiohttp import web
 
 import runtime
+from ocd.http.assets import Assets
 from ocd.loader import Handler
 
 log = logging.getLogger(__name__)
 
 
 class WorkerRoute:
-    def __init__(self, name: str, prefix: str, fetch: Handler, env: runtime.Env) -> None:
+    def __init__(
+        self,
+        name: str,
+        prefix: str,
+        fetch: Handler | None,
+        env: runtime.Env,
+        assets: Assets | None = None,
+    ) -> None:
         self.name = name
         self.prefix = prefix.rstrip("/")
         self.fetch = fetch
         self.env = env
+        self.assets = assets
 
     def matches(self, path: str) -> bool:
         return path == self.prefix or path.startswith(self.prefix + "/") or self.prefix == ""
@@ -47,6 +57,14 @@ class WorkerRouter:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         route = self.find(request.path)
         if route is None:
+            return web.Response(status=404, text="No worker route matches this path.\n")
+        if route.assets is not None:
+            served = route.assets.serve(request)
+            if served is not None:
+                return served
+            if route.fetch is None:
+                return route.assets.fallback(request)
+        if route.fetch is None:  # no worker routes without fetch or assets
             return web.Response(status=404, text="No worker route matches this path.\n")
         req = runtime.Request(request.method, str(request.url), request.headers, request.read)
         ctx = runtime.ExecutionContext()

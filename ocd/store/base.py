@@ -51,6 +51,9 @@ The rules every backend keeps:
 - **Durability**: ``enqueue`` and queue administration return once committed durably (fsync
   or synchronous commit); claims, settles and releases may be committed without waiting for
   the disk, since losing one to a power cut only means a redelivery.
+- **Cron ticks**: a schedule's run due at a minute is claimed once across every node
+  (``claim_cron_tick``), before it runs; the store keeps each schedule's last claimed tick so
+  that a node starting after an outage runs a missed schedule once, not once per tick.
 """
 
 from __future__ import annotations
@@ -361,3 +364,14 @@ class Store(Protocol):
     def watch(self, queue: QueueRecord) -> asyncio.Event:
         """An event set at the next commit, on any node, that may make messages of
         ``queue`` ready."""
+
+    # ------------------------------------------------------------ cron triggers
+
+    async def claim_cron_tick(self, schedule: str, due_ms: int, node: str) -> bool:
+        """Claim the run of ``schedule`` due at ``due_ms`` for ``node``: True if this call
+        claimed it, False if that tick or a later one was claimed already, on any node. Of
+        concurrent claims of one tick exactly one wins. Committed durably, so a claimed run
+        is never claimed again after a crash (a run is at most once)."""
+
+    async def cron_last_ticks(self) -> dict[str, int]:
+        """Schedule -> due time of its last claimed tick, for every schedule ever claimed."""

@@ -362,3 +362,27 @@ async def test_watch_fires_on_retry_and_release(store):
     ev = store.watch(q)
     await store.release(q, [b.seq], T0)
     await asyncio.wait_for(ev.wait(), 5)
+
+
+async def test_a_cron_tick_is_claimed_once_and_an_older_one_never_after_a_newer(store):
+    assert await store.cron_last_ticks() == {}
+    assert await store.claim_cron_tick("app|* * * * *", T0, store.node_id)
+    assert not await store.claim_cron_tick("app|* * * * *", T0, "another-node")
+    assert not await store.claim_cron_tick("app|* * * * *", T0 - 60_000, store.node_id)
+    assert await store.claim_cron_tick("app|* * * * *", T0 + 60_000, "another-node")
+    assert await store.claim_cron_tick("app|0 * * * *", T0, store.node_id)  # its own schedule
+    assert await store.cron_last_ticks() == {"app|* * * * *": T0 + 60_000, "app|0 * * * *": T0}
+
+
+async def test_of_concurrent_claims_of_one_cron_tick_exactly_one_wins(store):
+    won = await asyncio.gather(*(store.claim_cron_tick("s", T0, f"n{i}") for i in range(8)))
+    assert sorted(won) == [False] * 7 + [True]
+
+
+async def test_claimed_cron_ticks_survive_a_restart(open_store):
+    s = await open_store()
+    await s.claim_cron_tick("app|*/5 * * * *", T0, s.node_id)
+    await s.close()
+    s2 = await open_store(T0 + 5)
+    assert await s2.cron_last_ticks() == {"app|*/5 * * * *": T0}
+    assert not await s2.claim_cron_tick("app|*/5 * * * *", T0, s2.node_id)

@@ -292,3 +292,15 @@ async def test_pool_sessions_plan_every_execution_for_its_parameters(nodes):
         assert await c.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
         assert await c.fetchval("SHOW synchronous_commit") == "off"
         assert await c.fetchval("SHOW enable_bitmapscan") == "off"
+
+
+async def test_a_cron_tick_claimed_by_two_nodes_at_once_runs_on_one(nodes):
+    a, b = await nodes(2)
+    for minute in range(5):
+        due = T0 + minute * 60_000
+        won = await asyncio.gather(
+            a.claim_cron_tick("app|* * * * *", due, a.node_id),
+            b.claim_cron_tick("app|* * * * *", due, b.node_id),
+        )
+        assert sorted(won) == [False, True]
+    assert await a.cron_last_ticks() == await b.cron_last_ticks() == {"app|* * * * *": T0 + 240_000}

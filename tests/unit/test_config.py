@@ -22,6 +22,7 @@ from ocd.config import (
     redact_dsn,
 )
 from ocd.errors import ConfigError
+from ocd.names import QUEUE_NAME_RULE as QN
 
 HASH = "ab" * 32
 QUEUE_NAME_RULE = 'a queue name (1..63 of A-Z a-z 0-9 _ -, then ".fifo" for a FIFO queue)'
@@ -385,7 +386,7 @@ CONSUMER = WORKER + "[[workers.queues.consumers]]\nqueue = 'jobs'\n"
         ("retry_delay = 1.5", "expected an integer 0..86400, got 1.5"),
         (
             "dead_letter_queue = 'a b'",
-            f'expected {QUEUE_NAME_RULE}, got "a b"',
+            f'expected a queue name ({QN}), got "a b"',
         ),
     ],
 )
@@ -414,7 +415,7 @@ def test_consumer_setting_types_and_ranges(root: Path, setting: str, message: st
         ("[[queues]]\nname = 'q' \naccount = 'acme'", "queues[0].account",
          'expected an account id ("local" or a configured [[accounts]] id), got "acme"'),
         ("[[queues]]\nname = 'way-too-long-" + "x" * 60 + "'", "queues[0].name",
-         f'expected {QUEUE_NAME_RULE}, got "way-too-long-{"x" * 60}"'),
+         f'expected a queue name ({QN}), got "way-too-long-{"x" * 60}"'),
         ("[server]\nlisten = 8787", "server.listen", 'expected "host:port" with an IP address or '
          '"localhost" and a port 0..65535, got 8787'),
         ("server = 1", "server", "expected a table, got 1"),
@@ -673,7 +674,7 @@ def test_producer_bindings_are_unique_identifiers(root: Path) -> None:
         (f"{path}[2].binding", 'binding "GREETING" is already used by a var'),
         (f"{path}[3].binding", 'expected a binding name matching [A-Za-z_][A-Za-z0-9_]*, '
          'got "my-queue"'),
-        (f"{path}[4].queue", f'expected {QUEUE_NAME_RULE}, got "no/slashes"'),
+        (f"{path}[4].queue", f'expected a queue name ({QN}), got "no/slashes"'),
     ]  # fmt: skip
 
 
@@ -841,7 +842,7 @@ compatibility_flags = ["python_workers"]
 GREETING = "hi"
 
 [[queues.producers]]
-binding = "JOBS"
+binding = "jobs"
 delivery_delay = 10
 
 [[queues.producers]]
@@ -850,7 +851,7 @@ queue = "out"
 remote = false
 
 [[queues.consumers]]
-queue = "JOBS"
+queue = "jobs"
 type = "worker"
 max_batch_size = 5
 visibility_timeout_ms = 1000
@@ -877,8 +878,8 @@ def test_wrangler_toml_supplies_code_vars_and_queues(
     )
     assert worker.routes == ("/",)
     assert dict(worker.vars) == {"GREETING": "hi"}
-    assert worker.producers == (ProducerConfig("JOBS", "JOBS"), ProducerConfig("OUT", "out"))
-    assert worker.consumers == (ConsumerConfig("JOBS", max_batch_size=5),)
+    assert worker.producers == (ProducerConfig("jobs", "jobs"), ProducerConfig("OUT", "out"))
+    assert worker.consumers == (ConsumerConfig("jobs", max_batch_size=5),)
     assert config.warnings == (
         "app/wrangler.toml: queues.producers[0].delivery_delay: deprecated and has no effect;"
         " set delivery_delay in [[queues]] instead",
@@ -1011,3 +1012,101 @@ def test_wrangler_json_types_are_checked(root: Path) -> None:
     assert [(p.key_path, p.message) for p in info.value.problems] == [
         ("vars", "expected an object, got [1]")
     ]
+
+
+# --- crons, unsupported bindings, assets, queue names ---------------------------------------
+
+WRANGLER_WORKER = '[[workers]]\nwrangler = "app/wrangler.toml"\nroutes = ["/"]\n'
+
+
+def wrangler_problems(root: Path, wrangler: str, entry: str = "") -> list[tuple[str, str]]:
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n' + wrangler)
+    with pytest.raises(ConfigError) as info:
+        load(root, WRANGLER_WORKER + entry)
+    return [(str(p.file.relative_to(root)), p.key_path, p.message) for p in info.value.problems]
+
+
+def test_wrangler_triggers_and_a_worker_entrys_crons_are_read(root: Path) -> None:
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n'
+          '[triggers]\ncrons = ["*/5 * * * *", "0 9 * * MON-FRI"]\n')  # fmt: skip
+    [worker] = load(root, WRANGLER_WORKER).workers
+    assert worker.crons == ("*/5 * * * *", "0 9 * * MON-FRI")
+    [worker] = load(root, WORKER + 'crons = ["0 0 L * *"]\n').workers
+    assert worker.crons == ("0 0 L * *",)
+
+
+def test_a_wrong_cron_is_a_key_path_error_and_crons_are_set_once(root: Path) -> None:
+    got = wrangler_problems(root, '[triggers]\ncrons = ["* * * * *", "60 * * * *", 5]\n')
+    assert got == [
+        ("app/wrangler.toml", "triggers.crons[1]",
+         'expected a cron expression (minute: \'60\' is not in 0..59), got "60 * * * *"'),
+        ("app/wrangler.toml", "triggers.crons[2]", "expected a cron expression string, got 5"),
+    ]  # fmt: skip
+    got = wrangler_problems(root, '[triggers]\ncrons = ["* * * * *"]\n', 'crons = ["0 * * * *"]')
+    assert got == [
+        ("ocd.toml", "workers[0].crons",
+         f'"triggers.crons" is already set in {root}/app/wrangler.toml; set it once'),
+    ]  # fmt: skip
+
+
+def test_every_unsupported_binding_is_refused_with_its_key_path(root: Path) -> None:
+    got = wrangler_problems(
+        root,
+        '[[kv_namespaces]]\nbinding = "FOO"\nid = "x"\n'
+        '[[d1_databases]]\nbinding = "DB"\ndatabase_id = "x"\n'
+        '[ai]\nbinding = "AI"\n'
+        '[[durable_objects.bindings]]\nname = "LISTS"\nclass_name = "List"\n',
+    )
+    tail = "are not supported by ocd (only queues, vars and crons); remove it or run this worker "
+    tail += "under wrangler dev"
+    assert got == [
+        ("app/wrangler.toml", "kv_namespaces[0]", f"KV bindings {tail}"),
+        ("app/wrangler.toml", "d1_databases[0]", f"D1 bindings {tail}"),
+        ("app/wrangler.toml", "durable_objects.bindings[0]", f"Durable Object bindings {tail}"),
+        ("app/wrangler.toml", "ai", f"Workers AI bindings {tail}"),
+    ]
+
+
+def test_ignore_unsupported_bindings_turns_refusals_into_warnings(root: Path) -> None:
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n'
+          '[[r2_buckets]]\nbinding = "BUCKET"\nbucket_name = "b"\n')  # fmt: skip
+    config = load(root, WRANGLER_WORKER + "ignore_unsupported_bindings = true\n")
+    [worker] = config.workers
+    assert [(b.name, b.feature) for b in worker.ignored_bindings] == [("BUCKET", "R2 bindings")]
+    [warning] = config.warnings
+    assert warning.startswith(f"{root}/app/wrangler.toml: r2_buckets[0]: R2 bindings are not")
+    assert warning.endswith("ignored (ignore_unsupported_bindings): env.BUCKET raises an error "
+                            "when used")  # fmt: skip
+
+
+def test_assets_are_read_and_a_missing_directory_is_an_error(root: Path) -> None:
+    (root / "app" / "public").mkdir()
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n'
+          '[assets]\ndirectory = "./public"\nbinding = "ASSETS"\n'
+          'not_found_handling = "single-page-application"\n')  # fmt: skip
+    [worker] = load(root, WRANGLER_WORKER).workers
+    assert worker.assets is not None
+    assert (worker.assets.directory, worker.assets.binding) == (root / "app" / "public", "ASSETS")
+    assert worker.assets.not_found_handling == "single-page-application"
+    got = wrangler_problems(root, '[assets]\ndirectory = "nowhere"\nhtml_handling = "x"\n')
+    assert got[0] == (
+        "app/wrangler.toml",
+        "assets.directory",
+        f"directory not found: {root / 'app' / 'nowhere'}",
+    )
+    assert got[1][1] == "assets.html_handling"
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [("orders", True), ("orders-2", True), ("orders.fifo", True), ("a", True),
+     ("My_Queue", False), ("ends-with-dash-", False), ("-starts", False), ("x" * 64, False),
+     ("with_underscore", False), ("double.fifo.fifo", False)],
+)  # fmt: skip
+def test_queue_names_follow_cloudflares_rule_plus_fifo(root: Path, name: str, ok: bool) -> None:
+    text = f'[[queues]]\nname = "{name}"\n'
+    if ok:
+        assert load(root, text).queues[0].name == name
+    else:
+        expected = f'expected a queue name ({QN}), got "{name}"'
+        assert problems(root, text) == [("queues[0].name", expected)]

@@ -224,6 +224,14 @@ MIGRATIONS: tuple[str, ...] = (
     END
     $fn$;
     """,
+    """
+    -- Cron triggers: the last tick of each schedule claimed to run, and by which node.
+    CREATE TABLE ocd_cron_ticks (
+        schedule text   PRIMARY KEY,
+        due_ms   bigint NOT NULL,
+        node     text   NOT NULL
+    );
+    """,
 )
 
 CATALOGUE_CHANNEL = "ocd_catalogue"
@@ -634,7 +642,8 @@ SELECT
 
 HOLDS_DATA = "SELECT (SELECT count(*) FROM ocd_queues) + (SELECT count(*) FROM ocd_messages)"
 WIPE = """
-TRUNCATE ocd_messages, ocd_counts, ocd_consumers, ocd_groups, ocd_dedup, ocd_queues, ocd_meta
+TRUNCATE ocd_messages, ocd_counts, ocd_consumers, ocd_groups, ocd_dedup, ocd_cron_ticks,
+         ocd_queues, ocd_meta
 RESTART IDENTITY
 """
 COPY_QUEUE = """
@@ -669,3 +678,17 @@ SELECT setval(pg_get_serial_sequence('ocd_messages', 'seq'),
               greatest((SELECT max(seq) FROM ocd_messages), 1))
 """
 COPY_COUNTS = "INSERT INTO ocd_counts (queue, shard, count, bytes) VALUES ($1, 0, $2, $3)"
+
+
+# ------------------------------------------------------------------ cron triggers
+
+# The row lock of the conflicting row serialises concurrent claims of one schedule: the
+# loser re-checks the WHERE against the winner's tick and updates nothing.
+CLAIM_CRON_TICK = """
+INSERT INTO ocd_cron_ticks (schedule, due_ms, node) VALUES ($1, $2, $3)
+ON CONFLICT (schedule) DO UPDATE SET due_ms = excluded.due_ms, node = excluded.node
+WHERE ocd_cron_ticks.due_ms < excluded.due_ms
+RETURNING schedule
+"""
+
+CRON_LAST_TICKS = "SELECT schedule, due_ms FROM ocd_cron_ticks"

@@ -940,6 +940,19 @@ class PostgresStore:
         if ev is not None:
             ev.set()
 
+    # ---------------------------------------------------------------- cron triggers
+
+    async def claim_cron_tick(self, schedule: str, due_ms: int, node: str) -> bool:
+        async with self._db("claim cron tick") as c, c.transaction():
+            await self._durable(c)
+            row = await c.fetchrow(sql.CLAIM_CRON_TICK, schedule, due_ms, node)
+        return row is not None
+
+    async def cron_last_ticks(self) -> dict[str, int]:
+        async with self._db("read cron ticks") as c:
+            rows = await c.fetch(sql.CRON_LAST_TICKS)
+        return {str(r["schedule"]): int(r["due_ms"]) for r in rows}
+
 
 def _rowcount(status: str) -> int:
     try:

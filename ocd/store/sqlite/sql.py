@@ -82,6 +82,14 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX fifo_dedup_expires ON fifo_dedup (expires_ms);
     """,
+    """
+    -- Cron triggers: the last tick of each schedule claimed to run, and by which node.
+    CREATE TABLE cron_ticks (
+        schedule TEXT    PRIMARY KEY,
+        due_ms   INTEGER NOT NULL,
+        node     TEXT    NOT NULL
+    );
+    """,
 )
 
 SELECT_QUEUES = """
@@ -303,3 +311,14 @@ SELECT
   (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms <= :now),
   (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms > :now)
 """
+
+# ------------------------------------------------------------------ cron triggers
+
+CLAIM_CRON_TICK = """
+INSERT INTO cron_ticks (schedule, due_ms, node) VALUES (?, ?, ?)
+ON CONFLICT (schedule) DO UPDATE SET due_ms = excluded.due_ms, node = excluded.node
+WHERE cron_ticks.due_ms < excluded.due_ms
+RETURNING schedule
+"""
+
+CRON_LAST_TICKS = "SELECT schedule, due_ms FROM cron_ticks"

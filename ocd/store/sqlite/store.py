@@ -861,6 +861,23 @@ class SqliteStore:
         if ev is not None:
             ev.set()
 
+    # ---------------------------------------------------------------- cron triggers
+
+    async def claim_cron_tick(self, schedule: str, due_ms: int, node: str) -> bool:
+        def claim(tx: Tx) -> bool:
+            return bool(fetch_all(tx.conn, sql.CLAIM_CRON_TICK, (schedule, due_ms, node)))
+
+        claimed: bool = await self._submit(Call(claim))
+        return claimed
+
+    async def cron_last_ticks(self) -> dict[str, int]:
+        assert self._r is not None
+        try:
+            rows = await read_all(self._r, sql.CRON_LAST_TICKS, ())
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        return {str(name): int(due) for name, due in rows}
+
 
 def _size(path: Path) -> int:
     try:

@@ -10,6 +10,7 @@ import pytest
 
 from ocd.config import Config, QueueConfig, load_config
 from ocd.errors import ConfigError
+from ocd.names import QUEUE_NAME_RULE
 
 WORKER = """
 [[workers]]
@@ -79,8 +80,8 @@ def test_fifo_queues_are_declared_and_named_by_workers(root: Path) -> None:
 )
 def test_only_one_trailing_dot_fifo_is_allowed(root: Path, name: str) -> None:
     assert problems(root, f"[[queues]]\nname = '{name}'\n") == [
-        f"{root / 'ocd.toml'}: queues[0].name: expected a queue name (1..63 of A-Z a-z 0-9 _ -, "
-        f'then ".fifo" for a FIFO queue), got "{name}"'
+        f"{root / 'ocd.toml'}: queues[0].name: expected a queue name ({QUEUE_NAME_RULE}), "
+        f'got "{name}"'
     ]
 
 

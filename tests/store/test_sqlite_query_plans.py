@@ -57,3 +57,27 @@ def test_oldest_is_a_min_over_the_sent_index(con):
     query, params = MIN_MAX["OLDEST"]
     [detail] = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + query, params)]
     assert "messages_sent" in detail and query.strip().lower().startswith("select min(sent_ms)")
+
+
+# FIFO statements: a group's messages by (queue, grp, fseq), groups by their ready index;
+# never the queue's visible range, which a deep group waiting behind its head fills.
+FIFO = {
+    "READY_FIFO": (sql.READY_FIFO, {"q": 1, "now": 5, "n": 10}),
+    "READY_GROUPS": (sql.READY_GROUPS, (1, 5, 10)),
+    "GROUP_RUN": (sql.GROUP_RUN, (1, "g", 10)),
+    "GROUP_HEAD": (sql.GROUP_HEAD, (1, "g")),
+    "GROUP_AFTER": (sql.GROUP_AFTER, (1, "g", 3, 10)),
+    "DEDUP_FIND": (sql.dedup_find(2), ("", "a", "", "b", 1, 5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIFO))
+def test_fifo_statement_reads_groups_by_their_own_indexes(con, name):
+    query, params = FIFO[name]
+    details = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + query, params)]
+    for d in details:
+        assert not d.startswith("SCAN messages") and not d.startswith("SCAN m "), (name, details)
+        if d.startswith(("SEARCH messages", "SEARCH m ")):
+            assert "messages_group" in d, (name, details)
+        if d.startswith(("SEARCH fifo_groups", "SEARCH fifo_dedup", "SEARCH d ")):
+            assert "INDEX" in d or "PRIMARY KEY" in d, (name, details)

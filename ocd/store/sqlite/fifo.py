@@ -11,6 +11,7 @@ already sees them. The rules are the contract's (``ocd.store.base``).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 from ocd.errors import QueueNotFound
@@ -23,32 +24,43 @@ from ocd.store.sqlite.writer import Tx, chunks, fetch_all, fetch_one, marks
 BATCH_SPAN = 1000
 
 
+# Rows per multi-row statement: SQLite allows 32,766 parameters, ten a message.
+SEND_ROWS = 100
+
+
 def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[FifoSent]:
+    """A few multi-row statements per send, not several per message: find the ids still in
+    their window, then insert the new ids, messages and groups."""
     conn = tx.conn
     row = fetch_one(conn, sql.FIFO_LAST_SEQ, (queue.key,))
     if row is None:
         raise QueueNotFound(queue.name)
     last: int = row[0]
     by_group = queue.settings.deduplication_scope == "message_group"
-    out: list[FifoSent] = []
+    keys = [((m.group or "") if by_group else "", m.dedup or "") for m in messages]
+    now = min(m.sent_ms for m in messages)
     seen: dict[tuple[str, str], FifoSent] = {}
+    unique = list(dict.fromkeys(keys))
+    for i in range(0, len(unique), SEND_ROWS):
+        chunk = unique[i : i + SEND_ROWS]
+        params = [*chain.from_iterable(chunk), queue.key, now]
+        for scope, dedup, mid, fseq in fetch_all(conn, sql.dedup_find(len(chunk)), params):
+            seen[(scope, dedup)] = FifoSent(mid, fseq, False)
+    out: list[FifoSent] = []
     rows: list[tuple[Any, ...]] = []
+    ids: list[tuple[Any, ...]] = []
     heads: dict[str, int] = {}
     size = 0
     first: int | None = None
-    for m in messages:
-        assert m.group is not None and m.dedup is not None
-        key = (m.group if by_group else "", m.dedup)
+    for m, key in zip(messages, keys, strict=True):
         earlier = seen.get(key)
-        if earlier is None:
-            found = fetch_one(conn, sql.DEDUP_FIND, (queue.key, *key, m.sent_ms))
-            if found is not None:
-                earlier = seen[key] = FifoSent(found[0], found[1], False)
         if earlier is not None:
             out.append(FifoSent(earlier.id, earlier.sequence, True))
             continue
         last += 1
-        conn.execute(sql.DEDUP_PUT, (queue.key, *key, m.sent_ms + DEDUP_WINDOW_MS, m.id, last))
+        seen[key] = sent = FifoSent(m.id, last, False)
+        out.append(sent)
+        ids.append((queue.key, *key, m.sent_ms + DEDUP_WINDOW_MS, m.id, last))
         rows.append(
             (
                 queue.key,
@@ -63,17 +75,21 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
                 last,
             )
         )
-        sent = seen[key] = FifoSent(m.id, last, False)
-        out.append(sent)
-        heads.setdefault(m.group, m.visible_ms)
+        if m.group is not None:
+            heads.setdefault(m.group, m.visible_ms)
         size += len(m.body)
         first = m.sent_ms if first is None else min(first, m.sent_ms)
-    if rows:
-        conn.executemany(sql.INSERT_FIFO_MESSAGE, rows)
-        conn.execute(sql.FIFO_SET_SEQ, (last, queue.key))
-        conn.executemany(sql.ADD_GROUP, ((queue.key, g, v) for g, v in heads.items()))
-        assert first is not None
-        tx.added(queue.key, len(rows), size, first)
+    if not rows:
+        return out
+    for i in range(0, len(rows), SEND_ROWS):
+        part = rows[i : i + SEND_ROWS]
+        conn.execute(sql.insert_fifo(len(part)), list(chain.from_iterable(part)))
+        put = ids[i : i + SEND_ROWS]
+        conn.execute(sql.dedup_put(len(put)), list(chain.from_iterable(put)))
+    conn.execute(sql.FIFO_SET_SEQ, (last, queue.key))
+    conn.executemany(sql.ADD_GROUP, ((queue.key, g, v) for g, v in heads.items()))
+    assert first is not None
+    tx.added(queue.key, len(rows), size, first)
     return out
 
 

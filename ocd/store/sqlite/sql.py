@@ -239,20 +239,44 @@ DEDUP_FIND = """
 SELECT message_id, fseq FROM fifo_dedup
 WHERE queue = ? AND scope = ? AND dedup = ? AND expires_ms > ?
 """
-DEDUP_PUT = """
-INSERT OR REPLACE INTO fifo_dedup (queue, scope, dedup, expires_ms, message_id, fseq)
-VALUES (?, ?, ?, ?, ?, ?)
-"""
+_DEDUP_PUT = (
+    "INSERT OR REPLACE INTO fifo_dedup (queue, scope, dedup, expires_ms, message_id, fseq) VALUES "
+)
+
+
+@functools.cache
+def dedup_find(keys: int) -> str:
+    """The deduplication ids, of ``keys`` (scope, id) pairs, still in their window: each
+    pair looked up by primary key (CROSS JOIN keeps the pairs the outer loop)."""
+    pairs = ",".join(["(?, ?)"] * keys)
+    return (
+        f"WITH k (scope, dedup) AS (VALUES {pairs}) "
+        "SELECT d.scope, d.dedup, d.message_id, d.fseq FROM k CROSS JOIN fifo_dedup d "
+        "ON d.queue = ? AND d.scope = k.scope AND d.dedup = k.dedup WHERE d.expires_ms > ?"
+    )
+
+
+@functools.cache
+def dedup_put(rows: int) -> str:
+    return _DEDUP_PUT + ",".join(["(?, ?, ?, ?, ?, ?)"] * rows)
+
+
 DEDUP_PRUNE = """
 DELETE FROM fifo_dedup WHERE (queue, scope, dedup) IN (
   SELECT queue, scope, dedup FROM fifo_dedup WHERE expires_ms <= ? LIMIT ?)
 """
 DEDUP_CLEAR = "DELETE FROM fifo_dedup WHERE queue = ?"
 
-INSERT_FIFO_MESSAGE = """
-INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms, grp, dedup, fseq)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
+_INSERT_FIFO = (
+    "INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms, grp, "
+    "dedup, fseq) VALUES "
+)
+
+
+@functools.cache
+def insert_fifo(rows: int) -> str:
+    return _INSERT_FIFO + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+
 
 # A group that had no messages starts with its first message as its head.
 ADD_GROUP = "INSERT OR IGNORE INTO fifo_groups (queue, grp, ready_ms) VALUES (?, ?, ?)"
@@ -300,14 +324,16 @@ SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = 
 WHERE +queue = ? AND seq IN ({marks}) AND lease IS NOT NULL
 """
 
+# Ready messages counted group by group (CROSS JOIN: the ready groups are the outer loop,
+# each walked by messages_group), so a deep group waiting behind its head is never scanned.
 READY_FIFO = """
 SELECT
-  (SELECT count(*) FROM (SELECT 1 FROM messages
-                         WHERE queue = :q AND grp IS NOT NULL AND visible_ms <= :now
-                           AND grp IN (SELECT grp FROM fifo_groups
-                                       WHERE queue = :q AND ready_ms <= :now
-                                       ORDER BY ready_ms LIMIT :n)
-                         LIMIT :n)),
+  (SELECT count(*) FROM (
+     SELECT 1 FROM (SELECT grp FROM fifo_groups WHERE queue = :q AND ready_ms <= :now
+                    ORDER BY ready_ms LIMIT :n) AS g
+     CROSS JOIN messages AS m INDEXED BY messages_group
+     WHERE m.queue = :q AND m.grp = g.grp AND m.visible_ms <= :now
+     LIMIT :n)),
   (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms <= :now),
   (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms > :now)
 """

@@ -186,3 +186,47 @@ NOT_READY = """
 SELECT count(*), coalesce(sum(lease_kind IS NOT NULL), 0) FROM messages
 WHERE queue = ? AND visible_ms > ?
 """
+
+
+# ---------------------------------------------------------------- browsing (the dashboard)
+
+_BROWSED = (
+    "seq, id, content_type, substr(body, 1, :b), size, sent_ms, visible_ms, attempts, "
+    "lease IS NOT NULL AND visible_ms > :now"
+)
+_STATES = {
+    "any": "",
+    "ready": " AND visible_ms <= :now",
+    "delayed": " AND visible_ms > :now AND lease IS NULL",
+    "inflight": " AND visible_ms > :now AND lease IS NOT NULL",
+}
+
+
+@functools.cache
+def browse(newest_first: bool, state: str) -> str:
+    """A keyset page over the (queue, sent_ms) index, whose entries end with the rowid
+    (seq): the (sent_ms, seq) row value walks that index from the cursor, no sort, no
+    offset. Parameters :q :now :b :cs :cq :from :to :att :n."""
+    op, order = ("<", "DESC") if newest_first else (">", "ASC")
+    return (
+        f"SELECT {_BROWSED} FROM messages INDEXED BY messages_sent "
+        f"WHERE queue = :q AND (sent_ms, seq) {op} (:cs, :cq) "
+        f"AND sent_ms BETWEEN :from AND :to AND attempts >= :att{_STATES[state]} "
+        f"ORDER BY sent_ms {order}, seq {order} LIMIT :n"
+    )
+
+
+MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM messages WHERE seq = :seq AND +queue = :q"
+
+# The newest :scan messages of a queue, then the matches among them.
+SEARCH = f"""
+SELECT {_BROWSED} FROM (
+  SELECT * FROM messages INDEXED BY messages_sent WHERE queue = :q
+  ORDER BY sent_ms DESC, seq DESC LIMIT :scan)
+WHERE (:needle IS NULL OR instr(body, :needle) > 0) AND (:id IS NULL OR id = :id)
+ORDER BY sent_ms DESC, seq DESC LIMIT :n
+"""
+
+SEARCH_WINDOW = """
+SELECT count(*) FROM (SELECT 1 FROM messages WHERE queue = :q LIMIT :scan)
+"""

@@ -1,26 +1,54 @@
 """Who may use an account: a bearer token whose SHA-256 is listed for it.
 
 With no ``[[accounts]]`` configured, ocd serves the one account ``local`` to anyone (it then
-listens on loopback only, which the config enforces).
+listens on loopback only, which the config enforces). A token listed with ``role = "read"``
+may read (GET, and the POSTs that only look: peek, browse, search) but gets 403 on every
+route that changes something.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import NamedTuple
 
 from aiohttp import web
 
 from ocd.api.envelope import AUTH_ERROR, ApiError
 
 LOCAL = "local"
+# POSTs that change nothing, open to read-only tokens.
+READ_ONLY_POSTS = ("/messages/peek", "/messages/browse", "/messages/search")
+
+
+class Identity(NamedTuple):
+    """Who a token is: its account, a short id for logs (not secret: a prefix of the
+    SHA-256 the config lists) and its role."""
+
+    account: str
+    token_id: str
+    read_only: bool
 
 
 class Accounts:
-    def __init__(self, tokens: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self, tokens: Mapping[str, Sequence[str]], read_only: Collection[str] = ()
+    ) -> None:
         self._tokens = {a: [bytes.fromhex(h) for h in hashes] for a, hashes in tokens.items()}
+        self._read_only = {bytes.fromhex(h) for h in read_only}
         self.open = not tokens
+
+    def identify(self, token: str) -> Identity | None:
+        """The account and role of ``token``; None for an unknown one. Every listed hash is
+        compared, each in constant time."""
+        digest = hashlib.sha256(token.strip().encode()).digest()
+        found: Identity | None = None
+        for account, hashes in self._tokens.items():
+            for h in hashes:
+                if hmac.compare_digest(h, digest) and token.strip():
+                    found = Identity(account, h.hex()[:12], h in self._read_only)
+        return found
 
     def ids(self) -> list[str]:
         return [LOCAL] if self.open else sorted(self._tokens)
@@ -41,6 +69,14 @@ class Accounts:
             match |= hmac.compare_digest(h, digest)
         if scheme.lower() != "bearer" or not token or not match:
             raise _denied()
+        if digest in self._read_only and not _reads(request):
+            raise ApiError(403, AUTH_ERROR, 'this token may only read (role = "read")')
+
+
+def _reads(request: web.Request) -> bool:
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return True
+    return request.method == "POST" and request.path.endswith(READ_ONLY_POSTS)
 
 
 def _denied() -> ApiError:

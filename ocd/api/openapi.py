@@ -31,6 +31,7 @@ from ocd.api.envelope import (
     QUEUE_IN_USE,
     QUEUE_NOT_FOUND,
     ROUTE_NOT_FOUND,
+    TASK_NOT_FOUND,
 )
 from ocd.api.schemas import SCHEMAS, Schema, array, error_item, obj, ref, string
 from ocd.producer import (
@@ -64,6 +65,7 @@ CODES: dict[int, str] = {
     ROUTE_NOT_FOUND: "no route for that path (any path under /client/v4)",
     METHOD_NOT_ALLOWED: "the path exists but not with that method (any path under /client/v4)",
     INTERNAL: "an unexpected server error; the daemon logs it with event api_failed",
+    TASK_NOT_FOUND: "no bulk move task with that id in this account",
 }
 
 # ------------------------------------------------------------------------ responses
@@ -173,6 +175,7 @@ PATH_PARAMS = {
     "account_id": param("account_id", '"local" when ocd has no [[accounts]] configured.'),
     "queue_id": param("queue_id", "The queue's 32-hex id, or its name."),
     "consumer_id": param("consumer_id", "The consumer's 32-hex id."),
+    "task_id": param("task_id", "The move task's id."),
 }
 
 LIST_QUERY = [
@@ -192,6 +195,7 @@ Q = "/accounts/{account_id}/queues"
 ONE = Q + "/{queue_id}"
 C = ONE + "/consumers"
 M = ONE + "/messages"
+T = "/accounts/{account_id}/move_tasks"
 
 OPERATIONS: list[Operation] = [
     operation("post", Q, "queues-create", "Create a queue", result("Queue"),
@@ -238,6 +242,23 @@ OPERATIONS: list[Operation] = [
               result("PeekResult"), body="PeekInput", body_required=False),
     operation("post", M + "/purge", "messages-purge", "Delete peeked messages by ref",
               result("RefsPurged"), body="PurgeRefsInput"),
+    # ocd's extensions: browsing, search, bulk moves (the dashboard uses them)
+    operation("post", M + "/browse", "messages-browse",
+              "A page of messages by keyset cursor, any state, without leasing them",
+              result("BrowseResult"), body="BrowseInput", body_required=False),
+    operation("post", M + "/search", "messages-search",
+              "Search the newest messages' bodies (bounded) or find one by id",
+              result("SearchResult"), body="SearchInput"),
+    operation("post", M + "/move", "messages-move",
+              "Redrive (e.g. dead-letter queue back to its source) or delete messages in bulk, "
+              "as a bounded background task", result("MoveTask"), body="MoveInput"),
+    operation("get", T, "tasks-list", "The account's bulk move tasks",
+              success(array(ref("MoveTask")))),
+    operation("get", T + "/{task_id}", "tasks-get", "A bulk move task's progress",
+              result("MoveTask"), errors={404: [TASK_NOT_FOUND]}),
+    operation("post", T + "/{task_id}/cancel", "tasks-cancel",
+              "Stop a bulk move task after its current chunk", result("MoveTask"),
+              errors={404: [TASK_NOT_FOUND]}),
 ]  # fmt: skip
 
 OPENAPI_GET: Schema = {
@@ -294,6 +315,7 @@ def document() -> dict[str, Any]:
                 {"name": "Queues"},
                 {"name": "Consumers"},
                 {"name": "Messages", "description": "Push, and the HTTP pull consumer protocol."},
+                {"name": "Tasks", "description": "ocd's own: bulk redrive and delete tasks."},
                 {"name": "Meta"},
             ],
             "paths": paths(),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocd.store.base import (
+    BROWSE_STATES,
     CATALOGUE_FRESH_S,
     Backlog,
     BrowseCursor,
@@ -74,6 +75,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BACKENDS",
+    "BROWSE_STATES",
     "CATALOGUE_FRESH_S",
     "Backlog",
     "BrowseCursor",

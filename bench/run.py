@@ -70,6 +70,7 @@ from harness import (
 from pgserver import PgServer
 from report import machine, summarise, summary_line
 from rest import http_pull_ack, http_push_batch, http_push_single
+from ui import ui
 
 
 @dataclass(frozen=True)
@@ -401,6 +402,7 @@ SCENARIOS: dict[str, Scenario] = {
     "pg_latency": pg_latency,
     "pg_backlog": pg_backlog,
     "pg_two_nodes": pg_two_nodes,
+    "ui": ui,
 }
 
 

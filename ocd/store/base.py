@@ -387,7 +387,8 @@ class Store(Protocol):
         limit: int,
         body_bytes: int,
     ) -> Searched:
-        """Messages among the newest ``scan_limit`` of the queue whose body contains
+        """Messages among the newest ``scan_limit`` of the queue (and any sent in the same
+        millisecond as the oldest of those) whose body contains
         ``needle`` (bytes, case-sensitive) and, if given, whose id is ``message_id``; at most
         ``limit``, newest first. ``scanned`` is how many messages the search window held.
         Bounded by ``scan_limit`` whatever the queue's size; runs in the database (SQLite:

@@ -122,6 +122,7 @@ class Dashboard:
         r.add_post(MOUNT + "/login", self.login)
         r.add_post(MOUNT + "/logout", self._page(self.logout))
         r.add_get(MOUNT + "/events", self._page(self.events))
+        r.add_get(MOUNT + "/live-stats", self._page(self.live_stats))
         r.add_get(MOUNT + "/consumers", self._page(self.consumers))
         r.add_get(MOUNT + "/workers", self._page(self.workers))
         r.add_post(MOUNT + "/workers/reload", self._page(self.reload, mutates=True))
@@ -221,7 +222,7 @@ class Dashboard:
                    "token_id": viewer.token_id, "queue": queue, **counts},
         )  # fmt: skip
 
-    def _rates(self, viewer: Viewer) -> dict[str, dict[str, float]]:
+    def _rates(self, viewer: Viewer) -> dict[str, dict[str, int]]:
         return {r["name"]: r["rates"] for r in self.hub.rows.get(viewer.account, [])}
 
     async def static(self, request: web.Request) -> web.Response:
@@ -507,6 +508,21 @@ class Dashboard:
         raise AssertionError
 
     # ---------------------------------------------------------------- live
+
+    async def live_stats(self, request: web.Request, viewer: Viewer) -> web.Response:
+        """What the live hub costs: open streams, and the loop time of its last ticks."""
+        costs = sorted(self.hub.tick_cost_s)
+
+        def ms(p: float) -> float | None:
+            return (
+                round(costs[min(len(costs) - 1, int(p * len(costs)))] * 1000, 3) if costs else None
+            )
+
+        return web.json_response(
+            {"subscribers": len(self.hub.subscribers), "ticks": len(costs),
+             "tick_ms_p50": ms(0.5), "tick_ms_p99": ms(0.99), "tick_ms_max": ms(1.0)},
+            headers={"Cache-Control": "no-store"},
+        )  # fmt: skip
 
     async def events(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
         """One Server-Sent Events stream: the shared snapshot, when it changes, at most once

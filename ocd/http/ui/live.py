@@ -45,14 +45,14 @@ class QueueHistory:
         default_factory=lambda: deque(maxlen=POINT_EVERY_S + 1)
     )
 
-    def per_minute(self) -> dict[str, float]:
-        """Counter increase over the last minute (or since the first sample)."""
+    def per_minute(self) -> dict[str, int]:
+        """Counter increase over the last minute (or since the first sample, scaled)."""
         if len(self.seconds) < 2:
-            return dict.fromkeys(COUNTERS, 0.0)
+            return dict.fromkeys(COUNTERS, 0)
         (t0, first), (t1, last) = self.seconds[0], self.seconds[-1]
         span = max(t1 - t0, 1.0)
         scale = 60.0 / span if span < 60 else 1.0
-        return {k: round((b - a) * scale, 1) for k, a, b in zip(COUNTERS, first, last, strict=True)}
+        return {k: round((b - a) * scale) for k, a, b in zip(COUNTERS, first, last, strict=True)}
 
     def series(self) -> dict[str, list[float]]:
         """Per-minute backlog and per-minute outcome counts, oldest first."""

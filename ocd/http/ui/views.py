@@ -17,7 +17,7 @@ PREVIEW_BYTES = 800  # 200 characters of UTF-8 at most
 
 
 async def queue_rows(
-    src: UiSource, account: str, rates_of: Mapping[str, Mapping[str, float]]
+    src: UiSource, account: str, rates_of: Mapping[str, Mapping[str, int]]
 ) -> list[dict[str, Any]]:
     """One row per queue of the account, read now (the store's counts, no scan); the
     per-minute rates come from the live hub's ring buffers (``rates_of``)."""
@@ -52,10 +52,10 @@ async def queue_rows(
                 "dlq": dlq,
                 "dlq_depth": src.store.backlog_count(dlq_q) if dlq_q else None,
                 "oldest_s": max(0.0, (now - b.oldest_ms) / 1000) if b.oldest_ms else 0.0,
-                "sent": rates.get("sent", 0.0),
-                "acked": rates.get("acked", 0.0),
-                "retried": rates.get("retried", 0.0),
-                "dead_lettered": rates.get("dead_lettered", 0.0),
+                "sent": rates.get("sent", 0),
+                "acked": rates.get("acked", 0),
+                "retried": rates.get("retried", 0),
+                "dead_lettered": rates.get("dead_lettered", 0),
                 "paused": q.settings.delivery_paused,
                 "fifo": bool(getattr(q, "is_fifo", False)),
                 "consumer": consumer,

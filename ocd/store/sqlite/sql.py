@@ -218,15 +218,17 @@ def browse(newest_first: bool, state: str) -> str:
 
 MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM messages WHERE seq = :seq AND +queue = :q"
 
-# The newest :scan messages of a queue, then the matches among them.
-SEARCH = f"""
-SELECT {_BROWSED} FROM (
-  SELECT * FROM messages INDEXED BY messages_sent WHERE queue = :q
-  ORDER BY sent_ms DESC, seq DESC LIMIT :scan)
-WHERE (:needle IS NULL OR instr(body, :needle) > 0) AND (:id IS NULL OR id = :id)
-ORDER BY sent_ms DESC, seq DESC LIMIT :n
+# Where the newest :scan messages of a queue begin: the send time of the :scan-th newest,
+# found by walking the (queue, sent_ms) index alone (no row is read). Not a page offset:
+# the search below then reads rows from the newest down to that time, stopping at :n matches.
+SEARCH_BOUND = """
+SELECT sent_ms FROM messages INDEXED BY messages_sent WHERE queue = :q
+ORDER BY sent_ms DESC LIMIT 1 OFFSET :skip
 """
 
-SEARCH_WINDOW = """
-SELECT count(*) FROM (SELECT 1 FROM messages WHERE queue = :q LIMIT :scan)
+SEARCH = f"""
+SELECT {_BROWSED} FROM messages INDEXED BY messages_sent
+WHERE queue = :q AND sent_ms >= :since
+  AND (:needle IS NULL OR instr(body, :needle) > 0) AND (:id IS NULL OR id = :id)
+ORDER BY sent_ms DESC, seq DESC LIMIT :n
 """

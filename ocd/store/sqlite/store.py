@@ -788,21 +788,25 @@ class SqliteStore:
         limit: int,
         body_bytes: int,
     ) -> Searched:
+        assert self._r is not None
+        try:
+            bound = await read_one(
+                self._r, sql.SEARCH_BOUND, {"q": queue.key, "skip": scan_limit - 1}
+            )
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        # Fewer messages than the limit: the window is the whole queue (its count is known).
+        window = scan_limit if bound is not None else self.backlog_count(queue)
         params = {
             "q": queue.key,
             "now": now_ms,
             "b": body_bytes,
-            "scan": scan_limit,
+            "since": bound[0] if bound is not None else 0,
             "needle": needle,
             "id": message_id,
             "n": limit,
         }
         rows = await self._browsed(sql.SEARCH, params)
-        assert self._r is not None
-        try:
-            (window,) = await read_one(self._r, sql.SEARCH_WINDOW, params)
-        except sqlite3.Error as e:
-            raise translate(e, self.where, "read") from e
         return Searched(rows, int(window))
 
     async def _browsed(self, statement: str, params: dict[str, Any]) -> list[Browsed]:

@@ -45,8 +45,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one module: Playwright's sync API runs an event loop of its own in this
+    thread while it is open, which the asyncio tests of other modules must not meet."""
     if not CHROMIUM.exists():
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(f"{REQUIRE_ENV}=1 but {INSTALL_HINT}", pytrace=False)

@@ -177,6 +177,9 @@ def test_consumers_and_workers_pages(page, daemon):
     expect(page.get_by_role("alert")).to_have_text("Reload applied.")
     expect(page.locator("main")).to_contain_text("Last reload")
     screenshot(page, "workers")
+    page.goto(daemon.ui + "/?sort=ready")  # by now the module's queues have some traffic
+    expect(page.locator("#queues")).to_contain_text("failing-dlq")
+    screenshot(page, "queues-overview")
 
 
 def test_the_prefix_mount_behind_a_rewriting_proxy_loads_every_asset(

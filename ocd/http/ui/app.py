@@ -8,30 +8,25 @@ Links and assets are built from ``[ui] base_path``, so the UI works behind a rew
 
 from __future__ import annotations
 
-import asyncio
-import datetime as dt
-import json
 import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from functools import partial
 from importlib import resources
-from typing import Any
+from typing import Any, NoReturn
 
-import jinja2
 from aiohttp import web
 
-from ocd.errors import QueueSendError
+from ocd.http.ui import actions
 from ocd.http.ui.auth import COOKIE, SAFE_METHODS, Gate, Viewer, same_origin
-from ocd.http.ui.live import Hub
+from ocd.http.ui.live import Hub, stream
 from ocd.http.ui.source import UiSource
-from ocd.http.ui.views import browse_params, message_view, queue_rows, sparkline
-from ocd.store import BrowseQuery, QueueRecord, QueueSettings
+from ocd.http.ui.views import browse_params, environment, message_view, queue_rows, sparkline
+from ocd.store import QueueRecord
 
 log = logging.getLogger(__name__)
 
 MOUNT = "/__ocd/ui"  # where the daemon serves it; base_path is where browsers see it
-KEEPALIVE_S = 15.0
 FULL_BODY_BYTES = 65_536
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 CSP = (
@@ -48,48 +43,11 @@ SECURITY_HEADERS = {
 Handler = Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]
 
 
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("ocd.http.ui", "templates"),
-        autoescape=True,  # every template, whatever its name: message bodies are hostile
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["iso"] = _iso
-    env.filters["human_time"] = _human_time
-    env.filters["age"] = _age
-    return env
-
-
-def _iso(ms: int | None) -> str:
-    if not ms:
-        return ""
-    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def _human_time(ms: int | None) -> str:
-    if not ms:
-        return "—"
-    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _age(seconds: float) -> str:
-    if seconds <= 0:
-        return "—"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 class Dashboard:
     def __init__(self, source: UiSource, base_path: str | None = None) -> None:
         self.source = source
         self.base = (base_path or source.config.ui.base_path).rstrip("/")
-        self.env = _environment()
+        self.env = environment()
         self.hub = Hub(source)
         self.gate: Gate | None = None
         self._static = {
@@ -125,35 +83,38 @@ class Dashboard:
         r.add_get(MOUNT + "/live-stats", self._page(self.live_stats))
         r.add_get(MOUNT + "/consumers", self._page(self.consumers))
         r.add_get(MOUNT + "/workers", self._page(self.workers))
-        r.add_post(MOUNT + "/workers/reload", self._page(self.reload, mutates=True))
+        r.add_post(MOUNT + "/workers/reload", self._action(actions.reload))
         r.add_get(MOUNT + "/tasks/{task_id}", self._page(self.task))
-        r.add_post(MOUNT + "/tasks/{task_id}/cancel", self._page(self.cancel, mutates=True))
+        r.add_post(MOUNT + "/tasks/{task_id}/cancel", self._action(actions.cancel))
         q = MOUNT + "/queues/{name}"
         r.add_get(q, self._page(self.queue))
         r.add_get(q + "/messages/{seq:[0-9]{1,18}}", self._page(self.message))
         r.add_get(q + "/messages/{seq:[0-9]{1,18}}/body", self._page(self.download))
-        r.add_post(q + "/send", self._page(self.send, mutates=True))
-        r.add_post(q + "/pause", self._page(self.pause, mutates=True))
-        r.add_post(q + "/resume", self._page(self.resume, mutates=True))
-        r.add_post(q + "/purge", self._page(self.purge, mutates=True))
-        r.add_post(q + "/move", self._page(self.move, mutates=True))
+        r.add_post(q + "/send", self._action(actions.send))
+        r.add_post(q + "/pause", self._action(actions.pause))
+        r.add_post(q + "/resume", self._action(actions.resume))
+        r.add_post(q + "/purge", self._action(actions.purge))
+        r.add_post(q + "/move", self._action(actions.move))
         r.add_route("*", MOUNT + "/{tail:.*}", self._not_found)
 
     # ---------------------------------------------------------------- plumbing
+
+    def _action(self, fn: Callable[[Dashboard, web.Request, Viewer], Awaitable[Any]]) -> Any:
+        return self._page(partial(fn, self), mutates=True)
 
     def _page(self, handler: Handler, mutates: bool = False) -> Any:
         async def wrapped(request: web.Request) -> web.StreamResponse:
             assert self.gate is not None
             if request.method not in SAFE_METHODS and not same_origin(request):
-                return self._error(request, 403, "Cross-site request refused.")
+                return self.error(request, 403, "Cross-site request refused.")
             viewer = self.gate.viewer(request)
             if viewer is None:
                 if request.method in SAFE_METHODS and request.path != MOUNT + "/events":
                     target = urllib.parse.quote(self._public(request.path_qs), safe="")
                     raise web.HTTPSeeOther(f"{self.base}/login?next={target}")
-                return self._error(request, 403, "Log in first.")
+                return self.error(request, 403, "Log in first.")
             if mutates and viewer.read_only:
-                return self._error(request, 403, "This session is read-only.")
+                return self.error(request, 403, "This session is read-only.")
             response = await handler(request, viewer)
             return response
 
@@ -184,21 +145,22 @@ class Dashboard:
             headers={**SECURITY_HEADERS, "Cache-Control": "no-store"},
         )
 
-    def _error(self, request: web.Request, status: int, message: str) -> web.Response:
+    def error(self, request: web.Request, status: int, message: str) -> web.Response:
         viewer = self.gate.viewer(request) if self.gate else None
         return self.render(request, "error.html", viewer, status, message=message)
 
     async def _not_found(self, request: web.Request) -> web.Response:
-        return self._error(request, 404, "No such page.")
+        return self.error(request, 404, "No such page.")
 
     async def _to_root(self, request: web.Request) -> web.Response:
         raise web.HTTPPermanentRedirect(self.base + "/")
 
-    def _back(self, where: str, notice: str) -> web.Response:
+    def back(self, where: str, notice: str) -> NoReturn:
+        """Redirect (303) to ``where`` under base_path with a notice for the page."""
         sep = "&" if "?" in where else "?"
         raise web.HTTPSeeOther(f"{self.base}{where}{sep}notice={urllib.parse.quote(notice)}")
 
-    async def _queue(self, request: web.Request, viewer: Viewer) -> QueueRecord:
+    async def queue_of(self, request: web.Request, viewer: Viewer) -> QueueRecord:
         name = request.match_info["name"]
         q = await self.source.store.lookup(name, viewer.account)
         if q is None:
@@ -212,7 +174,7 @@ class Dashboard:
             )  # fmt: skip
         return q
 
-    def _audit(self, viewer: Viewer, action: str, queue: str | None, **counts: Any) -> None:
+    def audit(self, viewer: Viewer, action: str, queue: str | None, **counts: Any) -> None:
         log.info(
             "dashboard: %s%s by %s",
             action,
@@ -251,7 +213,7 @@ class Dashboard:
     async def login(self, request: web.Request) -> web.StreamResponse:
         assert self.gate is not None
         if not same_origin(request):
-            return self._error(request, 403, "Cross-site request refused.")
+            return self.error(request, 403, "Cross-site request refused.")
         form = await request.post()
         viewer = self.gate.login(str(form.get("token", "")))
         if viewer is None:
@@ -262,7 +224,7 @@ class Dashboard:
             nxt = self.base + "/"
         response = web.HTTPSeeOther(nxt)
         self.gate.set_cookie(request, response, viewer)
-        self._audit(viewer, "login", None)
+        self.audit(viewer, "login", None)
         return response
 
     async def logout(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
@@ -288,7 +250,7 @@ class Dashboard:
                            summary=summary)  # fmt: skip
 
     async def queue(self, request: web.Request, viewer: Viewer) -> web.Response:
-        q = await self._queue(request, viewer)
+        q = await self.queue_of(request, viewer)
         src = self.source
         now = src.clock()
         params, query, error = browse_params(request.query)
@@ -331,17 +293,17 @@ class Dashboard:
         )  # fmt: skip
 
     async def message(self, request: web.Request, viewer: Viewer) -> web.Response:
-        q = await self._queue(request, viewer)
+        q = await self.queue_of(request, viewer)
         m = await self.source.store.message(q, int(request.match_info["seq"]), FULL_BODY_BYTES)
         if m is None:
-            return self._error(request, 404, "That message is gone (acked, moved or purged).")
+            return self.error(request, 404, "That message is gone (acked, moved or purged).")
         view = message_view(m, self.source.clock(), full=True)
         if request.query.get("fragment"):  # the row's expander fetches only the body
             return self.render(request, "body.html", viewer, m=view, q=q)
         return self.render(request, "message.html", viewer, m=view, q=q)
 
     async def download(self, request: web.Request, viewer: Viewer) -> web.Response:
-        q = await self._queue(request, viewer)
+        q = await self.queue_of(request, viewer)
         m = await self.source.store.message(q, int(request.match_info["seq"]), 1 << 30)
         if m is None:
             raise web.HTTPNotFound()
@@ -404,108 +366,8 @@ class Dashboard:
     async def task(self, request: web.Request, viewer: Viewer) -> web.Response:
         task = self.source.admin.task(viewer.account, request.match_info["task_id"])
         if task is None:
-            return self._error(request, 404, "No such task (finished tasks are kept a while).")
+            return self.error(request, 404, "No such task (finished tasks are kept a while).")
         return self.render(request, "task.html", viewer, task=task.json())
-
-    # ---------------------------------------------------------------- actions
-
-    async def send(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        q = await self._queue(request, viewer)
-        form = await request.post()
-        ctype = str(form.get("content_type", "json"))
-        text = str(form.get("body", ""))
-        raw_delay = str(form.get("delay", "") or "0")
-        where = f"/queues/{urllib.parse.quote(q.name)}"
-        if ctype not in ("json", "text"):
-            self._back(where, "Content type must be json or text.")
-        body: Any = text
-        if ctype == "json":
-            try:
-                body = json.loads(text)
-            except ValueError as e:
-                self._back(where, f"Not valid JSON: {e}")
-        if not raw_delay.isdigit() or int(raw_delay) > 86_400:
-            self._back(where, "Delay must be 0..86400 seconds.")
-        try:
-            await self.source.producer.send(q, [(body, ctype, int(raw_delay))], None)
-        except (QueueSendError, TypeError) as e:
-            self._back(where, f"Not sent: {e}")
-        self._audit(viewer, "send", q.name, messages=1)
-        self._back(where, "Message sent.")
-        raise AssertionError  # _back raises
-
-    async def _set_paused(self, request: web.Request, viewer: Viewer, paused: bool) -> None:
-        q = await self._queue(request, viewer)
-        await self.source.admin.change_queue(
-            q, lambda s: QueueSettings(s.delivery_delay_s, s.message_retention_period_s, paused)
-        )
-        self._audit(viewer, "pause" if paused else "resume", q.name)
-        self._back(f"/queues/{urllib.parse.quote(q.name)}",
-                   "Delivery paused." if paused else "Delivery resumed.")  # fmt: skip
-
-    async def pause(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        await self._set_paused(request, viewer, True)
-        raise AssertionError
-
-    async def resume(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        await self._set_paused(request, viewer, False)
-        raise AssertionError
-
-    async def purge(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        q = await self._queue(request, viewer)
-        form = await request.post()
-        where = f"/queues/{urllib.parse.quote(q.name)}"
-        if str(form.get("confirm", "")) != q.name:
-            self._back(where, "Not purged: type the queue's name to confirm.")
-        before = self.source.store.backlog_count(q)
-        await self.source.admin.purge(q)
-        self._audit(viewer, "purge", q.name, messages=before)
-        self._back(where, "Queue purged.")
-        raise AssertionError
-
-    async def move(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        q = await self._queue(request, viewer)
-        form = await request.post()
-        where = f"/queues/{urllib.parse.quote(q.name)}"
-        action = str(form.get("action", ""))
-        if action not in ("redrive", "delete"):
-            self._back(where, "Choose redrive or delete.")
-        dest = None
-        if action == "redrive":
-            name = str(form.get("destination", ""))
-            dest = await self.source.store.lookup(name, viewer.account) if name else None
-            if dest is None or dest.key == q.key:
-                self._back(where, "Choose the queue to redrive to.")
-        seqs: list[int] | None = None
-        query = BrowseQuery()
-        if form.get("scope") == "all":
-            _, query, error = browse_params(form)
-            if error:
-                self._back(where, error)
-        else:
-            raw = [str(s) for s in form.getall("seq", [])]
-            seqs = [int(s) for s in raw if s.isdigit() and len(s) <= 18]
-            if not seqs:
-                self._back(where, "Select at least one message, or all matching the filter.")
-        task = await self.source.admin.start_move(q, dest, seqs, replace(query, limit=500))
-        self._audit(viewer, action, q.name, total=task.total, task=task.id,
-                    destination=dest.name if dest else None)  # fmt: skip
-        raise web.HTTPSeeOther(f"{self.base}/tasks/{task.id}")
-
-    async def cancel(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        task = self.source.admin.task(viewer.account, request.match_info["task_id"])
-        if task is None:
-            return self._error(request, 404, "No such task.")
-        task.cancel()
-        self._audit(viewer, "cancel", task.queue, task=task.id, done=task.done)
-        raise web.HTTPSeeOther(f"{self.base}/tasks/{task.id}")
-
-    async def reload(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        applied = await self.source.reload()
-        self.reconfigure()
-        self._audit(viewer, "reload", None, applied=applied)
-        self._back("/workers", "Reload applied." if applied else "Reload rejected (see below).")
-        raise AssertionError
 
     # ---------------------------------------------------------------- live
 
@@ -525,42 +387,7 @@ class Dashboard:
         )  # fmt: skip
 
     async def events(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        """One Server-Sent Events stream: the shared snapshot, when it changes, at most once
-        a tick; a comment every KEEPALIVE_S; resumes after ``Last-Event-ID``."""
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-store",
-                "X-Accel-Buffering": "no",
-                **SECURITY_HEADERS,
-            }
-        )
-        await response.prepare(request)
-        sub = self.hub.subscribe(viewer.account)
-        try:
-            await response.write(b"retry: 3000\n\n")
-            latest = self.hub.latest.get(viewer.account)
-            last_seen = request.headers.get("Last-Event-ID", "")
-            if latest is not None and last_seen != str(latest[0]):
-                await response.write(_event(*latest))
-            while True:
-                try:
-                    item = await asyncio.wait_for(sub.queue.get(), KEEPALIVE_S)
-                except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
-                    continue
-                if item is None:
-                    break
-                await response.write(_event(*item))
-        except ConnectionResetError:
-            pass  # the tab went away
-        finally:
-            self.hub.unsubscribe(sub)
-        return response
-
-
-def _event(event_id: int, data: str) -> bytes:
-    return f"id: {event_id}\nevent: snapshot\ndata: {data}\n\n".encode()
+        return await stream(request, self.hub, viewer.account, SECURITY_HEADERS)
 
 
 __all__ = ["COOKIE", "MOUNT", "Dashboard"]

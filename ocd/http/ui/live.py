@@ -23,12 +23,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiohttp import web
+
 from ocd.http.ui.source import UiSource
 from ocd.store import QueueRecord
 
 log = logging.getLogger(__name__)
 
 TICK_S = 1.0  # at most one snapshot a second
+KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing a quiet stream
 POINT_EVERY_S = 60  # sparkline resolution
 POINTS = 60  # an hour of points
 COUNTERS = ("sent", "acked", "retried", "dead_lettered")
@@ -190,3 +193,44 @@ class Hub:
 
     def queue_history(self, q: QueueRecord) -> QueueHistory:
         return self.history.get((q.account, q.name)) or QueueHistory()
+
+
+async def stream(
+    request: web.Request, hub: Hub, account: str, headers: dict[str, str]
+) -> web.StreamResponse:
+    """One Server-Sent Events stream: the shared snapshot of ``account`` when it changes, at
+    most once a tick; a comment every KEEPALIVE_S; after ``Last-Event-ID`` it starts with
+    the next change instead of the snapshot the browser has already seen."""
+    response = web.StreamResponse(
+        headers={
+            **headers,
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await response.prepare(request)
+    sub = hub.subscribe(account)
+    try:
+        await response.write(b"retry: 3000\n\n")
+        latest = hub.latest.get(account)
+        if latest is not None and request.headers.get("Last-Event-ID", "") != str(latest[0]):
+            await response.write(_event(*latest))
+        while True:
+            try:
+                item = await asyncio.wait_for(sub.queue.get(), KEEPALIVE_S)
+            except TimeoutError:
+                await response.write(b": keep-alive\n\n")
+                continue
+            if item is None:  # shutdown
+                break
+            await response.write(_event(*item))
+    except ConnectionResetError:
+        pass  # the tab went away
+    finally:
+        hub.unsubscribe(sub)
+    return response
+
+
+def _event(event_id: int, data: str) -> bytes:
+    return f"id: {event_id}\nevent: snapshot\ndata: {data}\n\n".encode()

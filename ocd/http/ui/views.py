@@ -8,6 +8,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+import jinja2
+
 from ocd.http.ui.source import UiSource
 from ocd.store import BROWSE_STATES, BrowseCursor, Browsed, BrowseQuery
 
@@ -154,3 +156,41 @@ def sparkline(values: list[float], width: int = 240, height: int = 40) -> dict[s
         f"{i * step:.1f},{height - 2 - (v / peak) * (height - 4):.1f}" for i, v in enumerate(values)
     )
     return {"points": pts, "last": values[-1], "peak": max(values), "count": n}
+
+
+def environment() -> jinja2.Environment:
+    """The templates, autoescaped whatever their names: message bodies are hostile."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("ocd.http.ui", "templates"),
+        autoescape=True,  # every template, whatever its name: message bodies are hostile
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["iso"] = _iso
+    env.filters["human_time"] = _human_time
+    env.filters["age"] = _age
+    return env
+
+
+def _iso(ms: int | None) -> str:
+    if not ms:
+        return ""
+    t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def _human_time(ms: int | None) -> str:
+    if not ms:
+        return "—"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _age(seconds: float) -> str:
+    if seconds <= 0:
+        return "—"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -63,8 +63,8 @@ def browsed_json(r: Browsed, now_ms: int) -> dict[str, Any]:
         "body": body,
         "body_truncated": len(r.body) < r.size,
     }
-    # FIFO queues (when the store has them) add their group and sequence number.
-    for key, attr in (("group", "group"), ("sequence_number", "sequence_number")):
+    # FIFO queues' messages (once the store's browse rows carry them), as in pull and peek.
+    for key, attr in (("message_group_id", "group"), ("sequence_number", "sequence")):
         value = getattr(r, attr, None)
         if value is not None:
             out[key] = value

@@ -509,7 +509,7 @@ BROWSED_MESSAGE = obj(
         ),
         "body": string("text: the string itself; others: base64 of the stored bytes."),
         "body_truncated": {"type": "boolean"},
-        "group": string("FIFO queues: the message group."),
+        "message_group_id": string("FIFO queues: the message group."),
         "sequence_number": integer(0, description="FIFO queues: order within its group."),
     },
     ("id", "seq", "cursor", "timestamp_ms", "attempts", "state", "size", "body"),

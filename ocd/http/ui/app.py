@@ -286,7 +286,7 @@ class Dashboard:
             messages=[message_view(m, now) for m in rows], next_cursor=next_cursor,
             scanned=scanned, scan_limit=src.config.ui.search_scan_limit, charts=charts,
             sources=sources, worker_consumer=wc, pull_consumer=pc,
-            fifo=bool(getattr(q, "is_fifo", False)),
+            fifo=bool(getattr(q, "fifo", False)),
             query_string=urllib.parse.urlencode(
                 {k: v for k, v in params.items() if v and k != "cursor"}
             ),

@@ -49,13 +49,12 @@ class QueueHistory:
     )
 
     def per_minute(self) -> dict[str, int]:
-        """Counter increase over the last minute (or since the first sample, scaled)."""
+        """Counter increase over the last minute (over less, not extrapolated, until the
+        hub has run a minute)."""
         if len(self.seconds) < 2:
             return dict.fromkeys(COUNTERS, 0)
-        (t0, first), (t1, last) = self.seconds[0], self.seconds[-1]
-        span = max(t1 - t0, 1.0)
-        scale = 60.0 / span if span < 60 else 1.0
-        return {k: round((b - a) * scale) for k, a, b in zip(COUNTERS, first, last, strict=True)}
+        first, last = self.seconds[0][1], self.seconds[-1][1]
+        return {k: round(b - a) for k, a, b in zip(COUNTERS, first, last, strict=True)}
 
     def series(self) -> dict[str, list[float]]:
         """Per-minute backlog and per-minute outcome counts, oldest first."""
@@ -145,7 +144,7 @@ class Hub:
                     "dlq": dlq,
                     "dlq_depth": depth.get((q.account, dlq), 0) if dlq else None,
                     "paused": q.settings.delivery_paused,
-                    "fifo": bool(getattr(q, "is_fifo", False)),
+                    "fifo": bool(getattr(q, "fifo", False)),
                     "rates": h.per_minute(),
                 }
             )

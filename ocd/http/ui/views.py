@@ -59,7 +59,7 @@ async def queue_rows(
                 "retried": rates.get("retried", 0),
                 "dead_lettered": rates.get("dead_lettered", 0),
                 "paused": q.settings.delivery_paused,
-                "fifo": bool(getattr(q, "is_fifo", False)),
+                "fifo": bool(getattr(q, "fifo", False)),
                 "consumer": consumer,
                 "is_dlq": name_is_dlq(q.name, dlq_of),
             }
@@ -140,8 +140,9 @@ def message_view(m: Browsed, now_ms: int, full: bool = False) -> dict[str, Any]:
         "body": text if full else "",
         "body_kind": kind,
         "truncated": truncated,
+        # FIFO queues' messages (once the store's browse rows carry them)
         "group": getattr(m, "group", None),
-        "sequence_number": getattr(m, "sequence_number", None),
+        "sequence_number": getattr(m, "sequence", None),
     }
 
 

@@ -117,3 +117,12 @@ async def test_move_messages_to_a_deleted_queue_deletes_nothing(store):
     with pytest.raises(QueueNotFound):
         await store.move_messages(dlq, src, [r.seq for r in rows], T0)
     assert (await store.backlog(dlq)).count == 2
+
+
+async def test_search_with_thousands_of_matches_returns_the_newest(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, sent(2_500))  # every body matches b'"n"'
+    found = await store.search(q, T0, b'"n"', None, 100_000, 3, 200)
+    assert [r.id for r in found.rows] == [m.id for m in sent(2_500)][::-1][:3]
+    few = await store.search(q, T0, b'"n": 2499', None, 100_000, 3, 200)
+    assert [r.id for r in few.rows] == [sent(2_500)[-1].id]

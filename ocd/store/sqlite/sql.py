@@ -226,9 +226,24 @@ SELECT sent_ms FROM messages INDEXED BY messages_sent WHERE queue = :q
 ORDER BY sent_ms DESC LIMIT 1 OFFSET :skip
 """
 
-SEARCH = f"""
-SELECT {_BROWSED} FROM messages INDEXED BY messages_sent
+_MATCHES = """
 WHERE queue = :q AND sent_ms >= :since
-  AND (:needle IS NULL OR instr(body, :needle) > 0) AND (:id IS NULL OR id = :id)
+  AND (:needle IS NULL OR instr(body, :needle) > 0) AND (:id IS NULL OR id = :id)"""
+
+# The matches' seqs in index order (oldest first), at most :cap of them: an ascending walk
+# of the index is the cheapest full pass over the window when few messages match.
+SEARCH_SEQS = f"""
+SELECT seq FROM messages INDEXED BY messages_sent {_MATCHES}
+ORDER BY sent_ms, seq LIMIT :cap
+"""
+
+# Many matches: the newest :n, walking down from the newest (it stops after :n).
+SEARCH = f"""
+SELECT {_BROWSED} FROM messages INDEXED BY messages_sent {_MATCHES}
 ORDER BY sent_ms DESC, seq DESC LIMIT :n
+"""
+
+SEARCH_ROWS = f"""
+SELECT {_BROWSED} FROM messages WHERE +queue = :q AND seq IN ({{marks}})
+ORDER BY sent_ms DESC, seq DESC
 """

@@ -70,6 +70,8 @@ from ocd.store.sqlite.writer import (
 
 log = logging.getLogger(__name__)
 
+SEARCH_MATCH_CAP = 2_000  # past this many matches a search walks down from the newest
+
 DB_NAME = "scheduler.sqlite"
 CHECKPOINT_EVERY_S = 0.5
 # Past this size the writer checkpoints between two groups so that the WAL starts over, and
@@ -805,8 +807,20 @@ class SqliteStore:
             "needle": needle,
             "id": message_id,
             "n": limit,
+            "cap": SEARCH_MATCH_CAP,
         }
-        rows = await self._browsed(sql.SEARCH, params)
+        try:
+            seqs = [seq for (seq,) in await read_all(self._r, sql.SEARCH_SEQS, params)]
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        if len(seqs) >= SEARCH_MATCH_CAP:  # plenty of matches: the newest, from the top
+            rows = await self._browsed(sql.SEARCH, params)
+        else:
+            newest = seqs[-limit:] if limit else []
+            marks_ = ", ".join(f":s{i}" for i in range(len(newest)))
+            by_seq = {f"s{i}": seq for i, seq in enumerate(newest)}
+            statement = sql.SEARCH_ROWS.format(marks=marks_)
+            rows = await self._browsed(statement, {**params, **by_seq}) if newest else []
         return Searched(rows, int(window))
 
     async def _browsed(self, statement: str, params: dict[str, Any]) -> list[Browsed]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Collection, Mapping, Sequence
-from typing import NamedTuple
 
 from aiohttp import web
 
@@ -22,15 +21,6 @@ LOCAL = "local"
 READ_ONLY_POSTS = ("/messages/peek", "/messages/browse", "/messages/search")
 
 
-class Identity(NamedTuple):
-    """Who a token is: its account, a short id for logs (not secret: a prefix of the
-    SHA-256 the config lists) and its role."""
-
-    account: str
-    token_id: str
-    read_only: bool
-
-
 class Accounts:
     def __init__(
         self, tokens: Mapping[str, Sequence[str]], read_only: Collection[str] = ()
@@ -38,17 +28,6 @@ class Accounts:
         self._tokens = {a: [bytes.fromhex(h) for h in hashes] for a, hashes in tokens.items()}
         self._read_only = {bytes.fromhex(h) for h in read_only}
         self.open = not tokens
-
-    def identify(self, token: str) -> Identity | None:
-        """The account and role of ``token``; None for an unknown one. Every listed hash is
-        compared, each in constant time."""
-        digest = hashlib.sha256(token.strip().encode()).digest()
-        found: Identity | None = None
-        for account, hashes in self._tokens.items():
-            for h in hashes:
-                if hmac.compare_digest(h, digest) and token.strip():
-                    found = Identity(account, h.hex()[:12], h in self._read_only)
-        return found
 
     def ids(self) -> list[str]:
         return [LOCAL] if self.open else sorted(self._tokens)

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv run test test-postgres lint bench clean
+.PHONY: venv run test test-postgres test-browser lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,11 @@ test: $(STAMP)
 
 # The tests that run daemons, on PostgreSQL (a throw-away cluster; see README, Development).
 test-postgres: $(STAMP)
-	OCD_TEST_STORE=postgres $(BIN)/python -m pytest tests/integration tests/acceptance
+	OCD_TEST_STORE=postgres $(BIN)/python -m pytest tests/integration tests/acceptance tests/browser
+
+# The dashboard in Chromium (apt-get install chromium; see README, Dashboard).
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest tests/browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check ocd runtime tests bench examples

@@ -118,6 +118,12 @@ METRICS = (
     Metric("pg_restart_deep_s", "pg_backlog", ("deep", "restart_s"), "s"),
     Metric("pg_restart_shallow_s", "pg_backlog", ("shallow", "restart_s"), "s"),
     Metric("pg_two_nodes", "pg_two_nodes", ("e2e_msg_s",), "msg/s"),
+    Metric("ui_worst_page_p50", "ui", ("worst_p50_ms",), "ms", ("<=", 50)),
+    Metric("ui_worst_page_p99", "ui", ("worst_p99_ms",), "ms", ("<=", 150)),
+    Metric("ui_queue_p50", "ui", ("queue", "p50_ms"), "ms"),
+    Metric("ui_search_p50", "ui", ("queue_search", "p50_ms"), "ms"),
+    Metric("ui_sse_tick_p99", "ui", ("tick_ms_p99",), "ms", ("<=", 5)),
+    Metric("ui_send_ratio", "ui", ("send_ratio",), "", (">=", 0.97)),
     Metric("pg_two_nodes_send", "pg_two_nodes", ("send_msg_s",), "msg/s"),
     Metric("pg_two_nodes_cpu", "pg_two_nodes", ("daemon_cpu_pct",), "%"),
     Metric("pg_two_nodes_pg_cpu", "pg_two_nodes", ("pg_cpu_pct",), "%"),
@@ -239,6 +245,10 @@ def summary_line(metrics: dict[str, Any], skipped: dict[str, str] | None = None)
         show("pg_fifo_e2e", "pg_fifo_e2e", ".0f", " msg/s"),
         show("pg_fifo_e2e_ratio", "pg_fifo_e2e_ratio", ".2f"),
         show("pg_fifo_hot_group_ratio", "pg_fifo_hot_group_ratio", ".2f"),
+        show("ui_worst_page_p50", "ui_page_p50", ".1f", " ms"),
+        show("ui_worst_page_p99", "ui_page_p99", ".1f", " ms"),
+        show("ui_sse_tick_p99", "ui_sse_tick_p99", ".2f", " ms"),
+        show("ui_send_ratio", "ui_send_ratio", ".3f"),
     ]
     by_reason: dict[str, list[str]] = {}
     for name, reason in (skipped or {}).items():

@@ -76,6 +76,7 @@ from harness import (
 from pgserver import PgServer
 from report import machine, summarise, summary_line
 from rest import http_pull_ack, http_push_batch, http_push_single
+from ui import ui
 
 
 @dataclass(frozen=True)
@@ -431,6 +432,7 @@ SCENARIOS: dict[str, Scenario] = {
     "fifo_hot_group": fifo_hot_group,
     "pg_fifo_e2e": pg_fifo_e2e,
     "pg_fifo_hot_group": pg_fifo_hot_group,
+    "ui": ui,
 }
 
 

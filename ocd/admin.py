@@ -21,6 +21,11 @@ so the rules live once:
   (:class:`~ocd.errors.DeadLetterTypeMismatch`), and the FIFO-only settings keep their
   defaults on a standard queue (:class:`~ocd.errors.FifoSettingOnStandard`). The config
   file is held to the same rules when it is loaded.
+- **Bulk moves are bounded tasks** (:class:`MoveTask`): a redrive (dead-letter queue back to
+  a source, attempts reset) or a delete of selected messages or of all matching a filter
+  runs in the background in chunks of ``MOVE_CHUNK``, with its upper bound fixed at start
+  (the backlog then, and nothing sent after it), so a message that fails again and comes
+  back is never taken twice; it reports progress and can be cancelled between chunks.
 
 Each operation re-reads the queue from the store's catalogue first: it may have been
 changed or deleted (:class:`~ocd.errors.QueueNotFound`) since the caller looked it up.
@@ -30,8 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import logging
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 from ocd.clock import Clock, wall_ms
 from ocd.config import Config, ConsumerConfig, QueueConfig
@@ -46,8 +53,22 @@ from ocd.errors import (
     QueueNotFound,
     QueueTypeChange,
     StoreConflict,
+    StoreError,
 )
-from ocd.store import FIFO_SUFFIX, PullConsumer, QueueRecord, QueueSettings, Store
+from ocd.store import (
+    FIFO_SUFFIX,
+    BrowseCursor,
+    BrowseQuery,
+    PullConsumer,
+    QueueRecord,
+    QueueSettings,
+    Store,
+)
+
+log = logging.getLogger(__name__)
+
+MOVE_CHUNK = 500  # messages per transaction of a bulk move: sends and acks go between them
+KEPT_TASKS = 50  # finished tasks remembered for their progress pages
 
 QueueKey = tuple[str, str]  # (account, queue name)
 
@@ -143,6 +164,7 @@ class Admin:
         # settings row (as in Cloudflare's API); two consumer creates on two nodes leave one
         # consumer (the store keeps one per queue) with the later one's settings.
         self._lock = asyncio.Lock()
+        self._tasks: dict[str, MoveTask] = {}  # bulk moves, running and lately finished
 
     def configure(self, config: Config) -> None:
         """Take what a (re)loaded config file names and which consumers it declares."""
@@ -296,3 +318,183 @@ class Admin:
         if existing is None or existing.consumer_id != consumer_id:
             raise ConsumerNotFound(current.name, consumer_id)
         await self.store.delete_pull_consumer(current)
+
+    # ---------------------------------------------------------------- bulk moves (appended)
+
+    def dead_letter_sources(self, queue: QueueRecord) -> list[str]:
+        """Names of the queues of ``queue``'s account whose consumer dead-letters to it."""
+        names = [
+            k[1]
+            for k, wc in self.worker_consumers.items()
+            if k[0] == queue.account and wc.consumer.dead_letter_queue == queue.name
+        ]
+        for q in self.store.queues():
+            pc = self.store.pull_consumer(q) if q.account == queue.account else None
+            if pc is not None and pc.dead_letter_queue == queue.name:
+                names.append(q.name)
+        return sorted(set(names))
+
+    def tasks(self, account: str) -> list[MoveTask]:
+        return [t for t in self._move_tasks().values() if t.account == account]
+
+    def task(self, account: str, task_id: str) -> MoveTask | None:
+        t = self._move_tasks().get(task_id)
+        return t if t is not None and t.account == account else None
+
+    def _move_tasks(self) -> dict[str, MoveTask]:
+        return self._tasks
+
+    async def start_move(
+        self,
+        queue: QueueRecord,
+        destination: QueueRecord | None,
+        seqs: Sequence[int] | None = None,
+        query: BrowseQuery | None = None,
+    ) -> MoveTask:
+        """Redrive (``destination`` given) or delete (None) the messages ``seqs`` of
+        ``queue``, or every message matching ``query``'s filters, as a background task.
+        Its bound is fixed now: at most the queue's backlog at this moment, and only
+        messages sent up to the newest one now."""
+        current = await self.current(queue)
+        if destination is not None:
+            destination = await self.current(destination)
+        backlog = await self.store.backlog(current)
+        now = self.clock()
+        newest = await self.store.browse(current, now, BrowseQuery(limit=1, newest_first=True))
+        bound = BrowseCursor(newest[0].sent_ms, newest[0].seq) if newest else None
+        total = min(len(set(seqs)), backlog.count) if seqs is not None else backlog.count
+        task = MoveTask(
+            id=secrets.token_hex(8),
+            account=current.account,
+            queue=current.name,
+            destination=destination.name if destination else None,
+            total=total,
+            started_ms=now,
+        )
+        tasks = self._move_tasks()
+        tasks[task.id] = task
+        for old in [t for t in tasks.values() if t.finished_ms is not None][:-KEPT_TASKS]:
+            tasks.pop(old.id, None)
+        work = self._run_move(task, current, destination, seqs, query, bound)
+        task._runner = asyncio.create_task(work, name=f"ocd-move-{task.id}")
+        log.info(
+            "%s of %s started: up to %d message(s)",
+            task.action,
+            current.name,
+            total,
+            extra={"event": "move_started", "task": task.id, "queue": current.name,
+                   "destination": task.destination, "total": total},
+        )  # fmt: skip
+        return task
+
+    async def _run_move(
+        self,
+        task: MoveTask,
+        queue: QueueRecord,
+        destination: QueueRecord | None,
+        seqs: Sequence[int] | None,
+        query: BrowseQuery | None,
+        bound: BrowseCursor | None,
+    ) -> None:
+        try:
+            if seqs is not None:
+                todo = list(dict.fromkeys(seqs))
+                for i in range(0, len(todo), MOVE_CHUNK):
+                    if task.cancel_requested or task.done >= task.total:
+                        break
+                    await self._move_chunk(task, queue, destination, todo[i : i + MOVE_CHUNK])
+            elif bound is not None:
+                await self._move_matching(task, queue, destination, query or BrowseQuery(), bound)
+            task.state = "cancelled" if task.cancel_requested else "completed"
+        except (StoreError, QueueNotFound) as e:
+            task.state, task.error = "failed", str(e)
+        finally:
+            task.finished_ms = self.clock()
+            log.info(
+                "%s of %s %s: %d of at most %d message(s)",
+                task.action,
+                task.queue,
+                task.state,
+                task.done,
+                task.total,
+                extra={"event": "move_finished", "task": task.id, "state": task.state,
+                       "done": task.done, "total": task.total},
+            )  # fmt: skip
+
+    async def _move_matching(
+        self,
+        task: MoveTask,
+        queue: QueueRecord,
+        destination: QueueRecord | None,
+        query: BrowseQuery,
+        bound: BrowseCursor,
+    ) -> None:
+        cursor: BrowseCursor | None = None
+        while not task.cancel_requested and task.done < task.total:
+            page = replace(query, limit=MOVE_CHUNK, newest_first=False, after=cursor, body_bytes=0)
+            rows = await self.store.browse(queue, self.clock(), page)
+            if not rows:
+                return
+            cursor = BrowseCursor(rows[-1].sent_ms, rows[-1].seq)
+            inside = [r.seq for r in rows if (r.sent_ms, r.seq) <= tuple(bound) and not r.leased]
+            picked = inside[: task.total - task.done]
+            if picked:
+                await self._move_chunk(task, queue, destination, picked)
+            if tuple(cursor) >= tuple(bound):
+                return
+
+    async def _move_chunk(
+        self,
+        task: MoveTask,
+        queue: QueueRecord,
+        destination: QueueRecord | None,
+        seqs: Sequence[int],
+    ) -> None:
+        if destination is None:
+            n = await self.store.delete_messages(queue, seqs)
+        else:
+            n = await self.store.move_messages(queue, destination, seqs, self.clock())
+        task.done += n
+        task.chunks += 1
+        await asyncio.sleep(0)  # let sends and acks in between chunks
+
+
+@dataclass(eq=False)
+class MoveTask:
+    """A bulk redrive or delete running in the background (see :meth:`Admin.start_move`)."""
+
+    id: str
+    account: str
+    queue: str
+    destination: str | None  # None: a delete
+    total: int  # the upper bound, fixed at start
+    started_ms: int
+    done: int = 0
+    chunks: int = 0
+    state: str = "running"  # running -> completed | cancelled | failed
+    error: str | None = None
+    finished_ms: int | None = None
+    cancel_requested: bool = False
+    _runner: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def action(self) -> str:
+        return "delete" if self.destination is None else "redrive"
+
+    def cancel(self) -> None:
+        """Stop after the chunk in progress; what moved stays moved."""
+        self.cancel_requested = True
+
+    def json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "action": self.action,
+            "queue": self.queue,
+            "destination": self.destination,
+            "total": self.total,
+            "done": self.done,
+            "state": self.state,
+            "error": self.error,
+            "started_ms": self.started_ms,
+            "finished_ms": self.finished_ms,
+        }

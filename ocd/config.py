@@ -114,7 +114,19 @@ class QueueConfig:
 @dataclass(frozen=True, slots=True)
 class AccountConfig:
     id: str
-    token_sha256: tuple[str, ...]  # lowercase hex
+    token_sha256: tuple[str, ...]  # lowercase hex, every token of the account
+    read_only_sha256: tuple[str, ...] = ()  # those of them with role = "read"
+
+
+@dataclass(frozen=True, slots=True)
+class UiConfig:
+    """The dashboard at ``/__ocd/ui/``. ``base_path`` is where a browser reaches it (behind
+    a rewriting proxy, e.g. ``/ops/__ocd/ui``): every link and asset is built from it."""
+
+    enabled: bool = True
+    read_only: bool = False
+    base_path: str = "/__ocd/ui"
+    search_scan_limit: int = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +138,7 @@ class Config:
     queues: tuple[QueueConfig, ...]  # every queue named anywhere, sorted by (account, name)
     accounts: tuple[AccountConfig, ...]
     warnings: tuple[str, ...] = ()
+    ui: UiConfig = UiConfig()
 
     def queue(self, name: str, account: str = LOCAL_ACCOUNT) -> QueueConfig | None:
         """Settings of queue ``name`` in ``account``; None if the config never names it."""
@@ -172,7 +185,10 @@ _ACCOUNT_REF = 'an account id ("local" or a configured [[accounts]] id)'
 _DSN = 'a PostgreSQL connection string ("postgresql://..." or "host=... dbname=...")'
 _DURABILITY = ("full", "normal")
 
-_TOP_KEYS = ("server", "store", "accounts", "workers", "queues")
+_TOP_KEYS = ("server", "store", "accounts", "workers", "queues", "ui")
+_UI_KEYS = ("enabled", "read_only", "base_path", "search_scan_limit")
+_TOKEN_KEYS = ("sha256", "role")
+_BASE_PATH = re.compile(r"(/[A-Za-z0-9._~-]+)+")
 _SERVER_KEYS = ("listen", "data_dir", "durability", "shutdown_timeout")
 _STORE_KEYS = ("backend", "dsn", "dsn_env", "pool_size", "node_heartbeat", "durability", "data_dir")
 _ACCOUNT_KEYS = ("id", "token_sha256")
@@ -240,6 +256,7 @@ class _Loader:
         accounts = [self._account(p, item) for p, item in top.items("accounts")]
         workers = [self._worker(p, item) for p, item in top.items("workers")]
         declared = [self._queue(p, item) for p, item in top.items("queues")]
+        ui = self._ui(top)
         if self.problems or server is None or store is None:
             return None
         queues = {(q.account, q.name): q for q in declared if q is not None}
@@ -257,6 +274,7 @@ class _Loader:
             queues=tuple(queues[key] for key in sorted(queues)),
             accounts=tuple(a for a in accounts if a is not None),
             warnings=tuple(self.warnings),
+            ui=ui,
         )
 
     def _server(self, top: Table, store: Table | None) -> ServerConfig | None:
@@ -365,7 +383,18 @@ class _Loader:
         if first != path:
             a.problem("id", f'account "{account_id}" is already declared by {first}')
         hashes: list[str] = []
-        for kp, digest in a.items("token_sha256"):
+        read_only: list[str] = []
+        for kp, entry in a.items("token_sha256"):
+            digest: object = entry
+            if isinstance(entry, dict):  # { sha256 = "...", role = "read" }
+                t = self.config.table(entry, kp, _TOKEN_KEYS, required=("sha256",))
+                digest = entry.get("sha256")
+                role = entry.get("role", "admin")
+                if t is not None and role not in ("admin", "read"):
+                    t.expected("role", '"admin" or "read"', role)
+                if role == "read" and isinstance(digest, str):
+                    read_only.append(digest.lower())
+                kp = f"{kp}.sha256"
             if not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
                 self.config.expected(kp, "a SHA-256 hex digest (64 hex digits)", digest)
                 continue
@@ -373,7 +402,22 @@ class _Loader:
             if owner != (account_id or path):
                 self.config.problem(kp, f'this token is already listed for account "{owner}"')
             hashes.append(digest.lower())
-        return AccountConfig(account_id, tuple(hashes)) if account_id else None
+        if not account_id:
+            return None
+        return AccountConfig(account_id, tuple(hashes), tuple(read_only))
+
+    def _ui(self, top: Table) -> UiConfig:
+        u = top.table("ui", _UI_KEYS)
+        if u is None:
+            return UiConfig()
+        what = 'a URL path like "/__ocd/ui" or "/ops/ocd" (no trailing "/")'
+        base = u.text("base_path", _BASE_PATH.fullmatch, what)
+        return UiConfig(
+            enabled=u.boolean("enabled", True),
+            read_only=u.boolean("read_only", False),
+            base_path=base or "/__ocd/ui",
+            search_scan_limit=u.integer("search_scan_limit", 1, 10_000_000, 100_000),
+        )
 
     def _account_ref(self, t: Table) -> str:
         account = t.get("account", LOCAL_ACCOUNT)

@@ -28,6 +28,7 @@ from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
 from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
 from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.ops import OpsRoutes
+from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
 from ocd.metrics import Metrics
@@ -76,6 +77,8 @@ class Daemon:
     state: str = "starting"  # starting -> ready -> (reloading -> ready) -> draining
     _retiring: set[asyncio.Task[None]] = field(default_factory=set)
     scheduler: Scheduler = field(init=False)  # cron triggers
+    ui: Dashboard | None = None
+    last_reload: dict[str, Any] | None = None  # when, and what it changed or why it failed
 
     def __post_init__(self) -> None:
         sc = self.config.store
@@ -178,6 +181,11 @@ class Daemon:
         app = web.Application()
         OpsRoutes(self).add_to(app.router)
         add_api(app, api)
+        if self.config.ui.enabled:
+            self.ui = Dashboard(self)
+            await self.ui.open()
+            self.ui.add_to(app.router)
+            self._supervise("ocd-ui-live", self.ui.hub.run())
         app.router.add_route("*", "/{tail:.*}", self.router.handle)
         self._runner = web.AppRunner(
             app,
@@ -308,6 +316,8 @@ class Daemon:
                 await site.stop()  # stop accepting new connections
         if self.api is not None:
             self.api.pull.close()  # long polls answer now instead of holding the drain
+        if self.ui is not None:
+            self.ui.hub.close()  # event streams end now instead of holding the drain
         for d in self.dispatchers.values():
             d.stop_claiming()
         # A dispatcher may be between claiming and starting a batch: let its loop finish
@@ -360,8 +370,12 @@ class Daemon:
                     e,
                     extra={"event": "reload_rejected"},
                 )
+                self.last_reload = {"at_ms": self.clock(), "applied": False, "error": str(e)}
                 return False
             summary = await self._apply(config, workers)
+            self.last_reload = {"at_ms": self.clock(), "applied": True, "summary": summary}
+            if self.ui is not None:
+                self.ui.reconfigure()
             log.info(
                 "reload applied: %s",
                 summary or "nothing changed",

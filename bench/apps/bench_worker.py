@@ -4,6 +4,7 @@ Its state lives in module globals (one module instance per worker in the daemon 
 and ``bench/run.py`` reads it over HTTP:
 
 * ``POST /produce {"mode": "batch"|"single"|"paced", "total": N, "tasks": T, ...}`` sends
+  (``"reset": true`` first zeroes the consumer's counters: another block on one daemon)
   ``N`` messages from ``T`` concurrent tasks (``sendBatch`` of 100, single ``send`` calls, or
   one ``send`` every ``interval_ms`` carrying its send time) and answers when all are stored;
 * ``GET /stats`` reports the counters, with ``perf_counter`` timestamps taken in the daemon;
@@ -107,6 +108,8 @@ async def produce(queue, spec):
     mode = spec["mode"]
     total = int(spec["total"])
     tasks = int(spec.get("tasks", 1))
+    if spec.get("reset"):  # a new measured block on the same daemon
+        STATE.update(consumed=0, batches=0, done_at=None, done_count=None, first_batch_at=None)
     STATE["target"] = total
     STATE["produce_started_at"] = time.perf_counter()
     if mode == "batch":

@@ -12,6 +12,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ocd.api import openapi
+from ocd.api.browse import BrowseRoutes
 from ocd.api.context import ApiContext
 from ocd.api.envelope import ApiRouter, enveloped
 from ocd.api.messages import MessageRoutes
@@ -27,6 +28,7 @@ def add_api(app: web.Application, ctx: ApiContext) -> None:
     MessageRoutes(ctx).add_to(router, PREFIX)
     QueueRoutes(ctx).add_to(router, PREFIX)
     UserRoutes(ctx).add_to(router, PREFIX)
+    BrowseRoutes(ctx).add_to(router, PREFIX)
     router.add_get(PREFIX + "/openapi.json", openapi.handler)
     for resource in router.resources:
         resource.add_route("*", enveloped(_method_not_allowed))

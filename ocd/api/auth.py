@@ -1,25 +1,32 @@
 """Who may use an account: a bearer token whose SHA-256 is listed for it.
 
 With no ``[[accounts]]`` configured, ocd serves the one account ``local`` to anyone (it then
-listens on loopback only, which the config enforces).
+listens on loopback only, which the config enforces). A token listed with ``role = "read"``
+may read (GET, and the POSTs that only look: peek, browse, search) but gets 403 on every
+route that changes something.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from aiohttp import web
 
 from ocd.api.envelope import AUTH_ERROR, ApiError
 
 LOCAL = "local"
+# POSTs that change nothing, open to read-only tokens.
+READ_ONLY_POSTS = ("/messages/peek", "/messages/browse", "/messages/search")
 
 
 class Accounts:
-    def __init__(self, tokens: Mapping[str, Sequence[str]]) -> None:
+    def __init__(
+        self, tokens: Mapping[str, Sequence[str]], read_only: Collection[str] = ()
+    ) -> None:
         self._tokens = {a: [bytes.fromhex(h) for h in hashes] for a, hashes in tokens.items()}
+        self._read_only = {bytes.fromhex(h) for h in read_only}
         self.open = not tokens
 
     def ids(self) -> list[str]:
@@ -58,6 +65,14 @@ class Accounts:
             match |= hmac.compare_digest(h, digest)
         if scheme.lower() != "bearer" or not token or not match:
             raise _denied()
+        if digest in self._read_only and not _reads(request):
+            raise ApiError(403, AUTH_ERROR, 'this token may only read (role = "read")')
+
+
+def _reads(request: web.Request) -> bool:
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return True
+    return request.method == "POST" and request.path.endswith(READ_ONLY_POSTS)
 
 
 def _digest(request: web.Request) -> bytes | None:

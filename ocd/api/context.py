@@ -30,6 +30,7 @@ class ApiContext:
     # (account, queue) -> workers whose producer bindings name it in the config
     producers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     workers: set[tuple[str, str]] = field(default_factory=set)  # (account, worker name)
+    search_scan_limit: int = 100_000  # newest messages a payload search looks at
 
     @classmethod
     def from_config(
@@ -46,9 +47,13 @@ class ApiContext:
             producer,
             pull,
             admin,
-            Accounts({a.id: a.token_sha256 for a in config.accounts}),
+            Accounts(
+                {a.id: a.token_sha256 for a in config.accounts},
+                [h for a in config.accounts for h in a.read_only_sha256],
+            ),
             clock,
         )
+        ctx.search_scan_limit = config.ui.search_scan_limit
         for w in config.workers:
             ctx.workers.add((w.account, w.name))
             for p in w.producers:

@@ -34,6 +34,7 @@ QUEUE_IN_USE = 11006  # ocd's own: the config file names the queue
 QUEUE_EXISTS = 11009  # ocd's own: the name is taken in this account
 NO_PULL_CONSUMER = 11010  # ocd's own
 FEATURE_NOT_SUPPORTED = 11011  # ocd's own: a Cloudflare API ocd does not provide
+TASK_NOT_FOUND = 11012  # ocd's own: no bulk move task of that id
 ROUTE_NOT_FOUND = 7003
 METHOD_NOT_ALLOWED = 7001
 

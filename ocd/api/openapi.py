@@ -34,6 +34,7 @@ from ocd.api.envelope import (
     QUEUE_NOT_FOUND,
     ROUTE_NOT_FOUND,
     SERVICE_NOT_FOUND,
+    TASK_NOT_FOUND,
     USER_UNAUTHORIZED,
 )
 from ocd.api.schemas import SCHEMAS, Schema, array, error_item, obj, ref, string
@@ -79,6 +80,7 @@ CODES: dict[int, str] = {
     USER_UNAUTHORIZED: "ocd's tokens belong to accounts, not to users: there is no user to show",
     SERVICE_NOT_FOUND: "no worker of that name in this account's config",
     FEATURE_NOT_SUPPORTED: "a Cloudflare API that ocd does not provide",
+    TASK_NOT_FOUND: "no bulk move task with that id in this account",
 }
 
 # ------------------------------------------------------------------------ responses
@@ -192,6 +194,7 @@ PATH_PARAMS = {
     "consumer_id": param("consumer_id", "The consumer's 32-hex id."),
     "name": param("name", "A worker's name."),
     "subscription_id": param("subscription_id", "An event subscription's id."),
+    "task_id": param("task_id", "The move task's id."),
 }
 PAGE_QUERY = [
     param("page", "1-based page.", "query", type="integer", minimum=1, maximum=1_000_000),
@@ -222,6 +225,7 @@ Q = "/accounts/{account_id}/queues"
 ONE = Q + "/{queue_id}"
 C = ONE + "/consumers"
 M = ONE + "/messages"
+T = "/accounts/{account_id}/move_tasks"
 
 OPERATIONS: list[Operation] = [
     operation("post", Q, "queues-create", "Create a queue", result("Queue"),
@@ -291,6 +295,23 @@ OPERATIONS: list[Operation] = [
               "Not supported by ocd", success({"type": "null"}), errors=NOT_SUPPORTED),
     operation("delete", SUBS + "/{subscription_id}", "event-subscriptions-delete",
               "Not supported by ocd", success({"type": "null"}), errors=NOT_SUPPORTED),
+    # ocd's extensions: browsing, search, bulk moves (the dashboard uses them)
+    operation("post", M + "/browse", "messages-browse",
+              "A page of messages by keyset cursor, any state, without leasing them",
+              result("BrowseResult"), body="BrowseInput", body_required=False),
+    operation("post", M + "/search", "messages-search",
+              "Search the newest messages' bodies (bounded) or find one by id",
+              result("SearchResult"), body="SearchInput"),
+    operation("post", M + "/move", "messages-move",
+              "Redrive (e.g. dead-letter queue back to its source) or delete messages in bulk, "
+              "as a bounded background task", result("MoveTask"), body="MoveInput"),
+    operation("get", T, "tasks-list", "The account's bulk move tasks",
+              success(array(ref("MoveTask")))),
+    operation("get", T + "/{task_id}", "tasks-get", "A bulk move task's progress",
+              result("MoveTask"), errors={404: [TASK_NOT_FOUND]}),
+    operation("post", T + "/{task_id}/cancel", "tasks-cancel",
+              "Stop a bulk move task after its current chunk", result("MoveTask"),
+              errors={404: [TASK_NOT_FOUND]}),
 ]  # fmt: skip
 
 OPENAPI_GET: Schema = {
@@ -352,6 +373,7 @@ def document() -> dict[str, Any]:
                 {"name": "Memberships"},
                 {"name": "Workers"},
                 {"name": "Event"},
+                {"name": "Tasks", "description": "ocd's own: bulk redrive and delete tasks."},
                 {"name": "Meta"},
             ],
             "paths": paths(),

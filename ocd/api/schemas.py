@@ -575,3 +575,125 @@ SCHEMAS: dict[str, Schema] = {
     "Service": SERVICE,
     "ResultInfo": RESULT_INFO,
 }
+
+# ------------------------------------------------------------------------ ocd's extensions:
+# browsing, search and bulk moves (what the dashboard uses)
+
+CURSOR = {
+    "type": ["string", "null"],
+    "pattern": "^([0-9]{1,18}-[0-9]{1,18})?$",
+    "description": "The cursor a page returned: the next page starts after it.",
+}
+TIME_MS = optional_int(0, 1 << 53, "Epoch milliseconds, inclusive.")
+BROWSE_FILTER = {
+    "state": {"enum": ["any", "ready", "delayed", "inflight", None], "default": "any"},
+    "min_attempts": optional_int(0, 1000, "Only messages with at least this many attempts.", 0),
+    "sent_after_ms": TIME_MS,
+    "sent_before_ms": TIME_MS,
+}
+BODY_BYTES = optional_int(0, 65_536, "How much of each body to return (800).", 800)
+
+BROWSE_INPUT = obj(
+    {
+        "limit": optional_int(1, 100, "Messages per page.", 25),
+        "order": {"enum": ["oldest", "newest", None], "default": "oldest"},
+        "cursor": CURSOR,
+        "body_bytes": BODY_BYTES,
+        **BROWSE_FILTER,
+    },
+    closed=True,
+    description="A page in send order by keyset cursor. Never leases, acks or reorders.",
+)
+
+BROWSED_MESSAGE = obj(
+    {
+        "id": string(),
+        "seq": integer(1, description="The message's position in the store; names it in moves."),
+        "cursor": string(),
+        "timestamp_ms": integer(0, description="When it was sent."),
+        "visible_ms": integer(0, description="When it is (or was) deliverable."),
+        "attempts": integer(0),
+        "state": {"enum": ["ready", "delayed", "inflight"]},
+        "size": integer(0, description="The whole body's size in bytes."),
+        "metadata": obj(
+            {"CF-Content-Type": {"enum": ["json", "text", "bytes", "v8"]}}, ("CF-Content-Type",)
+        ),
+        "body": string("text: the string itself; others: base64 of the stored bytes."),
+        "body_truncated": {"type": "boolean"},
+        "message_group_id": string("FIFO queues: the message group."),
+        "sequence_number": integer(0, description="FIFO queues: order within its group."),
+    },
+    ("id", "seq", "cursor", "timestamp_ms", "attempts", "state", "size", "body"),
+)
+
+BROWSE_RESULT = obj(
+    {"messages": array(ref("BrowsedMessage")), "cursor": {"type": ["string", "null"]}},
+    ("messages", "cursor"),
+)
+
+SEARCH_INPUT = obj(
+    {
+        "query": {"type": ["string", "null"], "description": "A substring of the body."},
+        "message_id": {"type": ["string", "null"]},
+        "limit": optional_int(1, 100, "Most matches.", 25),
+        "body_bytes": BODY_BYTES,
+    },
+    closed=True,
+    description="Looks at the newest [ui] search_scan_limit messages only (100,000).",
+)
+
+SEARCH_RESULT = obj(
+    {
+        "messages": array(ref("BrowsedMessage")),
+        "scanned": integer(0, description="How many messages the search looked at."),
+        "scan_limit": integer(1),
+    },
+    ("messages", "scanned", "scan_limit"),
+)
+
+MOVE_INPUT = obj(
+    {
+        "action": {"enum": ["redrive", "delete"]},
+        "destination": {
+            "type": ["string", "null"],
+            "description": "redrive: the queue to move to; default the one source queue whose "
+            "consumer dead-letters here.",
+        },
+        "seqs": {
+            **array(integer(1, (1 << 62) - 1), minItems=1, maxItems=10_000),
+            "type": ["array", "null"],
+            "description": "These messages only; absent: every message matching filter.",
+        },
+        "filter": obj(BROWSE_FILTER, closed=True, nullable=True),
+    },
+    ("action",),
+    closed=True,
+)
+
+MOVE_TASK = obj(
+    {
+        "id": string(),
+        "action": {"enum": ["redrive", "delete"]},
+        "queue": string(),
+        "destination": {"type": ["string", "null"]},
+        "total": integer(0, description="The upper bound, fixed when the task started."),
+        "done": integer(0),
+        "state": {"enum": ["running", "completed", "cancelled", "failed"]},
+        "error": {"type": ["string", "null"]},
+        "started_ms": integer(0),
+        "finished_ms": {"type": ["integer", "null"]},
+    },
+    ("id", "action", "queue", "total", "done", "state", "started_ms"),
+)
+
+SCHEMAS.update(
+    {
+        "BrowseInput": BROWSE_INPUT,
+        "BrowsedMessage": BROWSED_MESSAGE,
+        "BrowseResult": BROWSE_RESULT,
+        "SearchInput": SEARCH_INPUT,
+        "SearchResult": SEARCH_RESULT,
+        "MoveInput": MOVE_INPUT,
+        "MoveTask": MOVE_TASK,
+    }
+)

@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocd.store.base import (
+    BROWSE_STATES,
     CATALOGUE_FRESH_S,
     DEDUP_WINDOW_MS,
     FIFO_SUFFIX,
     Backlog,
+    BrowseCursor,
+    Browsed,
+    BrowseQuery,
     Claimed,
     DeadLetter,
     Delivery,
@@ -28,6 +32,7 @@ from ocd.store.base import (
     QueueSettings,
     Ready,
     Retry,
+    Searched,
     Settled,
     Store,
 )
@@ -73,10 +78,14 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BACKENDS",
+    "BROWSE_STATES",
     "CATALOGUE_FRESH_S",
     "DEDUP_WINDOW_MS",
     "FIFO_SUFFIX",
     "Backlog",
+    "BrowseCursor",
+    "BrowseQuery",
+    "Browsed",
     "Claimed",
     "DeadLetter",
     "Delivery",
@@ -90,6 +99,7 @@ __all__ = [
     "QueueSettings",
     "Ready",
     "Retry",
+    "Searched",
     "Settled",
     "SqliteStore",
     "Store",

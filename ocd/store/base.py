@@ -218,6 +218,55 @@ class Settled:
     deleted: int
 
 
+# ---------------------------------------------------------------- browsing (the dashboard)
+
+BROWSE_STATES = ("any", "ready", "delayed", "inflight")
+
+
+class Browsed(NamedTuple):
+    """One message as a browser sees it, untouched: nothing is leased, acked or counted."""
+
+    seq: int
+    id: str
+    content_type: str
+    body: bytes  # the first ``body_bytes`` bytes only
+    size: int  # the whole body's size
+    sent_ms: int
+    visible_ms: int
+    attempts: int
+    leased: bool  # under a lease that has not lapsed
+    group: str | None = None  # FIFO queues: the message group and sequence number
+    sequence: int | None = None
+
+
+class BrowseCursor(NamedTuple):
+    """Where a page of :meth:`Store.browse` ended: the last row's send time and seq."""
+
+    sent_ms: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrowseQuery:
+    """A page of a queue's messages in send order, by keyset cursor (never an offset)."""
+
+    limit: int = 25
+    newest_first: bool = False
+    after: BrowseCursor | None = None  # the cursor of the previous page's last row
+    state: str = "any"  # one of BROWSE_STATES
+    min_attempts: int = 0
+    sent_from_ms: int | None = None  # inclusive
+    sent_to_ms: int | None = None  # inclusive
+    body_bytes: int = 200
+
+
+class Searched(NamedTuple):
+    """Matches of a bounded search, newest first, and how many messages it looked at."""
+
+    rows: list[Browsed]
+    scanned: int
+
+
 class Store(Protocol):
     """The queue authority. See the module docstring for the rules every method keeps."""
 
@@ -375,3 +424,41 @@ class Store(Protocol):
 
     async def cron_last_ticks(self) -> dict[str, int]:
         """Schedule -> due time of its last claimed tick, for every schedule ever claimed."""
+
+    # ------------------------------------------------------------ browsing (appended)
+
+    async def browse(self, queue: QueueRecord, now_ms: int, query: BrowseQuery) -> list[Browsed]:
+        """A page of the queue's messages ordered by (send time, seq), oldest or newest
+        first, strictly after ``query.after``; filtered by state at ``now_ms`` (ready:
+        visible now; delayed: not visible and not leased; inflight: leased), attempts and a
+        send-time range. Walks the (queue, send time) index from the cursor: a page costs
+        its size, not the queue's. Never leases, acks or reorders anything."""
+
+    async def message(self, queue: QueueRecord, seq: int, body_bytes: int) -> Browsed | None:
+        """One message of the queue by seq (a browse row's), its body cut at ``body_bytes``;
+        None if it is gone (or in another queue now)."""
+
+    async def search(
+        self,
+        queue: QueueRecord,
+        now_ms: int,
+        needle: bytes | None,
+        message_id: str | None,
+        scan_limit: int,
+        limit: int,
+        body_bytes: int,
+    ) -> Searched:
+        """Messages among the newest ``scan_limit`` of the queue (and any sent in the same
+        millisecond as the oldest of those) whose body contains
+        ``needle`` (bytes, case-sensitive) and, if given, whose id is ``message_id``; at most
+        ``limit``, newest first. ``scanned`` is how many messages the search window held.
+        Bounded by ``scan_limit`` whatever the queue's size; runs in the database (SQLite:
+        on the read connection's thread), never on the event loop."""
+
+    async def move_messages(
+        self, source: QueueRecord, dest: QueueRecord, seqs: Sequence[int], now_ms: int
+    ) -> int:
+        """Move messages of ``source`` by seq to ``dest`` (a redrive): id, body and send
+        time kept, attempts reset to 0, ready now, any lease dropped; one transaction, with
+        the backlog counts of both queues kept. Seqs no longer in ``source`` are skipped.
+        Returns how many moved."""

@@ -315,6 +315,33 @@ async def test_a_wrong_or_missing_token_is_a_403(start_daemon):
     assert [q["queue_name"] for q in await api.ok("GET", "/queues")] == ["work"]
 
 
+async def test_a_read_role_token_reads_but_every_change_is_a_403(start_daemon):
+    reader = "token-that-only-reads"
+    accounts = (
+        f'[[accounts]]\nid = "acme"\ntoken_sha256 = ["{sha256_hex(TOKEN_A)}", '
+        f'{{ sha256 = "{sha256_hex(reader)}", role = "read" }}]\n'
+    )
+    d = await start_daemon(worker_extra='account = "acme"', queues=accounts)
+    admin, read = Rest(d, "acme", TOKEN_A), Rest(d, "acme", reader)
+    await admin.push("jobs", {"n": 1})
+    assert [q["queue_name"] for q in await read.ok("GET", "/queues")] == ["jobs"]
+    assert (
+        len((await read.ok("POST", "/queues/jobs/messages/peek", {"batch_size": 5}))["messages"])
+        == 1
+    )
+    assert len((await read.ok("POST", "/queues/jobs/messages/browse", {}))["messages"]) == 1
+    for method, path, body in [
+        ("POST", "/queues/jobs/messages", {"body": 1}),
+        ("PATCH", "/queues/jobs", {"settings": {"delivery_paused": True}}),
+        ("POST", "/queues/jobs/purge", {"delete_messages_permanently": True}),
+        ("POST", "/queues", {"queue_name": "more"}),
+        ("POST", "/queues/jobs/messages/move", {"action": "delete"}),
+    ]:
+        status, out = await read.call(method, path, body)
+        assert status == 403 and out["errors"][0]["code"] == 10000, path
+    assert await admin.backlog("jobs") == 1
+
+
 async def test_open_mode_serves_account_local_to_any_token(start_daemon):
     d = await start_daemon()
     for token in (None, "anything", "something else"):

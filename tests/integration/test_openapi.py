@@ -210,6 +210,21 @@ async def test_real_responses_match_the_documented_schemas(start_daemon):
     await call("PATCH", ONE, {"settings": {"delivery_paused": True}})
     await call("POST", M + "/pull", expect=409)
 
+    # ocd's extensions: browse by cursor, bounded search, bulk move tasks
+    page = await call("POST", M + "/browse", {"limit": 1, "order": "newest", "state": "any"})
+    assert len(page["messages"]) == 1 and page["cursor"]
+    await call("POST", M + "/browse", {"cursor": page["cursor"], "min_attempts": 0})
+    await call("POST", M + "/browse", {"cursor": "x"}, expect=400)
+    found = await call("POST", M + "/search", {"query": "words"})
+    assert found["scanned"] >= 1 and found["messages"]
+    await call("POST", M + "/search", {}, expect=400)
+    task = await call("POST", M + "/move", {"action": "redrive", "destination": "work-dlq"})
+    await call("POST", M + "/move", {"action": "redrive"}, expect=400)  # no source queue
+    await call("GET", "/accounts/{account_id}/move_tasks")
+    await call("GET", "/accounts/{account_id}/move_tasks/{task_id}", task_id=task["id"])
+    await call("GET", "/accounts/{account_id}/move_tasks/{task_id}", task_id="nope", expect=404)
+    await call("POST", "/accounts/{account_id}/move_tasks/{task_id}/cancel", task_id=task["id"])
+
     await call("POST", ONE + "/purge", {}, expect=400)
     await call("GET", ONE + "/purge")
     await call("POST", ONE + "/purge", {"delete_messages_permanently": True})

@@ -1110,3 +1110,39 @@ def test_queue_names_follow_cloudflares_rule_plus_fifo(root: Path, name: str, ok
     else:
         expected = f'expected a queue name ({QN}), got "{name}"'
         assert problems(root, text) == [("queues[0].name", expected)]
+
+
+# --- the dashboard ---------------------------------------------------------------------------
+
+
+def test_ui_defaults_to_on_and_takes_read_only_and_base_path(root: Path) -> None:
+    from ocd.config import UiConfig
+
+    assert load(root, "").ui == UiConfig()
+    text = '[ui]\nenabled = false\nread_only = true\nbase_path = "/ops/ocd"\n'
+    text += "search_scan_limit = 5000\n"
+    assert load(root, text).ui == UiConfig(False, True, "/ops/ocd", 5000)
+
+
+def test_ui_settings_are_checked(root: Path) -> None:
+    assert problems(root, '[ui]\nbase_path = "ops/"\nlogin = 1\n') == [
+        ("ui.login", 'unknown key "login"'),
+        (
+            "ui.base_path",
+            'expected a URL path like "/__ocd/ui" or "/ops/ocd" (no trailing "/"), got "ops/"',
+        ),
+    ]
+
+
+def test_a_token_entry_may_carry_a_read_role(root: Path) -> None:
+    other = "cd" * 32
+    text = f"""
+    [[accounts]]
+    id = "a"
+    token_sha256 = ["{HASH}", {{ sha256 = "{other.upper()}", role = "read" }}]
+    """
+    assert load(root, text).accounts == (AccountConfig("a", (HASH, other), (other,)),)
+    bad = f'[[accounts]]\nid = "a"\ntoken_sha256 = [{{ sha256 = "{HASH}", role = "root" }}]\n'
+    assert problems(root, bad) == [
+        ("accounts[0].token_sha256[0].role", 'expected "admin" or "read", got "root"')
+    ]

@@ -9,6 +9,8 @@ their queue as ``queue + 0``, which no index serves, so that the planner looks t
 by primary key instead of walking the queue's index (as SQLite's unary ``+`` does).
 """
 
+import functools
+
 SCHEMA_LOCK = 0x6F636421  # advisory lock held while migrating: nodes starting together
 CLAIM_LOCK = 0x6F636422  # advisory lock class for capped (max_concurrency) claims
 
@@ -692,3 +694,42 @@ RETURNING schedule
 """
 
 CRON_LAST_TICKS = "SELECT schedule, due_ms FROM ocd_cron_ticks"
+# ---------------------------------------------------------------- browsing (the dashboard)
+
+_BROWSED = (
+    "seq, id, content_type, substring(body from 1 for $3), size, sent_ms, visible_ms, "
+    "attempts, lease IS NOT NULL AND visible_ms > $2, grp, fseq"
+)
+_STATES = {
+    "any": "",
+    "ready": " AND visible_ms <= $2",
+    "delayed": " AND visible_ms > $2 AND lease IS NULL",
+    "inflight": " AND visible_ms > $2 AND lease IS NOT NULL",
+}
+
+
+@functools.cache
+def browse(newest_first: bool, state: str) -> str:
+    """A keyset page over the (queue, sent_ms) index from the cursor (sent_ms, seq), no
+    offset. Parameters $1 queue, $2 now, $3 body bytes, $4 $5 cursor, $6 $7 send-time
+    range, $8 least attempts, $9 limit."""
+    op, order = ("<", "DESC") if newest_first else (">", "ASC")
+    return (
+        f"SELECT {_BROWSED} FROM ocd_messages "
+        f"WHERE queue = $1 AND (sent_ms, seq) {op} ($4::bigint, $5::bigint) "
+        f"AND sent_ms BETWEEN $6 AND $7 AND attempts >= $8{_STATES[state]} "
+        f"ORDER BY sent_ms {order}, seq {order} LIMIT $9"
+    )
+
+
+MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM ocd_messages WHERE seq = $4 AND queue + 0 = $1"
+
+# The newest $4 messages of a queue, then the matches among them.
+SEARCH = f"""
+SELECT {_BROWSED} FROM (
+  SELECT * FROM ocd_messages WHERE queue = $1 ORDER BY sent_ms DESC, seq DESC LIMIT $4) w
+WHERE ($5::bytea IS NULL OR position($5::bytea in body) > 0) AND ($6::text IS NULL OR id = $6)
+ORDER BY sent_ms DESC, seq DESC LIMIT $7
+"""
+
+SEARCH_WINDOW = "SELECT count(*) FROM (SELECT 1 FROM ocd_messages WHERE queue = $1 LIMIT $2) w"

@@ -43,6 +43,8 @@ from ocd.errors import (
 from ocd.store.base import (
     CATALOGUE_FRESH_S,
     Backlog,
+    Browsed,
+    BrowseQuery,
     Claimed,
     DeadLetter,
     Delivery,
@@ -56,6 +58,7 @@ from ocd.store.base import (
     QueueSettings,
     Ready,
     Retry,
+    Searched,
     Settled,
 )
 from ocd.store.postgres import fifo, sql
@@ -953,9 +956,80 @@ class PostgresStore:
             rows = await c.fetch(sql.CRON_LAST_TICKS)
         return {str(r["schedule"]): int(r["due_ms"]) for r in rows}
 
+    # ---------------------------------------------------------------- browsing (appended)
+
+    async def browse(self, queue: QueueRecord, now_ms: int, query: BrowseQuery) -> list[Browsed]:
+        top = 1 << 62
+        after = query.after
+        if after is None:
+            after_t = (top, top) if query.newest_first else (-1, -1)
+        else:
+            after_t = (after.sent_ms, after.seq)
+        low = query.sent_from_ms if query.sent_from_ms is not None else 0
+        high = query.sent_to_ms if query.sent_to_ms is not None else top
+        async with self._db("read") as c:
+            rows = await c.fetch(
+                sql.browse(query.newest_first, query.state),
+                queue.key,
+                now_ms,
+                query.body_bytes,
+                after_t[0],
+                after_t[1],
+                low,
+                high,
+                query.min_attempts,
+                query.limit,
+            )
+        return [_browsed(r) for r in rows]
+
+    async def message(self, queue: QueueRecord, seq: int, body_bytes: int) -> Browsed | None:
+        async with self._db("read") as c:
+            row = await c.fetchrow(sql.MESSAGE_BY_SEQ, queue.key, 0, body_bytes, seq)
+        return None if row is None else _browsed(row)
+
+    async def search(
+        self,
+        queue: QueueRecord,
+        now_ms: int,
+        needle: bytes | None,
+        message_id: str | None,
+        scan_limit: int,
+        limit: int,
+        body_bytes: int,
+    ) -> Searched:
+        async with self._db("read") as c:
+            rows = await c.fetch(
+                sql.SEARCH, queue.key, now_ms, body_bytes, scan_limit, needle, message_id, limit
+            )
+            window = await c.fetchval(sql.SEARCH_WINDOW, queue.key, scan_limit)
+        return Searched([_browsed(r) for r in rows], int(window))
+
+    async def move_messages(
+        self, source: QueueRecord, dest: QueueRecord, seqs: Sequence[int], now_ms: int
+    ) -> int:
+        if dest.key not in self._by_key:  # a move must never turn into a delete
+            raise QueueNotFound(dest.name)
+        async with self._db("write", source) as c, c.transaction():
+            await self._durable(c)
+            groups: list[str] = []
+            if source.fifo or dest.fifo:
+                await fifo.lock(c, *[q.key for q in (source, dest) if q.fifo])
+            if source.fifo:  # the groups the moved messages leave
+                groups = [r[1] for r in await c.fetch(sql.FIFO_INFO, source.key, list(seqs))]
+            moved, _ = await self._dead_letter(c, source, seqs, DeadLetter(dest), now_ms)
+            if source.fifo:
+                await fifo.refresh(c, source.key, groups)
+        self._notify(dest.key)
+        return moved
+
 
 def _rowcount(status: str) -> int:
     try:
         return int(status.rsplit(" ", 1)[1])
     except (IndexError, ValueError):
         return 0
+
+
+def _browsed(r: Any) -> Browsed:
+    seq, mid, ct, body, size, sent, vis, att, leased, grp, fseq = r
+    return Browsed(seq, mid, ct, bytes(body), size, sent, vis, att, bool(leased), grp, fseq)

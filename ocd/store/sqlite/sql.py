@@ -348,3 +348,63 @@ RETURNING schedule
 """
 
 CRON_LAST_TICKS = "SELECT schedule, due_ms FROM cron_ticks"
+
+# ---------------------------------------------------------------- browsing (the dashboard)
+
+_BROWSED = (
+    "seq, id, content_type, substr(body, 1, :b), size, sent_ms, visible_ms, attempts, "
+    "lease IS NOT NULL AND visible_ms > :now, grp, fseq"
+)
+_STATES = {
+    "any": "",
+    "ready": " AND visible_ms <= :now",
+    "delayed": " AND visible_ms > :now AND lease IS NULL",
+    "inflight": " AND visible_ms > :now AND lease IS NOT NULL",
+}
+
+
+@functools.cache
+def browse(newest_first: bool, state: str) -> str:
+    """A keyset page over the (queue, sent_ms) index, whose entries end with the rowid
+    (seq): the (sent_ms, seq) row value walks that index from the cursor, no sort, no
+    offset. Parameters :q :now :b :cs :cq :from :to :att :n."""
+    op, order = ("<", "DESC") if newest_first else (">", "ASC")
+    return (
+        f"SELECT {_BROWSED} FROM messages INDEXED BY messages_sent "
+        f"WHERE queue = :q AND (sent_ms, seq) {op} (:cs, :cq) "
+        f"AND sent_ms BETWEEN :from AND :to AND attempts >= :att{_STATES[state]} "
+        f"ORDER BY sent_ms {order}, seq {order} LIMIT :n"
+    )
+
+
+MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM messages WHERE seq = :seq AND +queue = :q"
+
+# Where the newest :scan messages of a queue begin: the send time of the :scan-th newest,
+# found by walking the (queue, sent_ms) index alone (no row is read). Not a page offset:
+# the search below then reads rows from the newest down to that time, stopping at :n matches.
+SEARCH_BOUND = """
+SELECT sent_ms FROM messages INDEXED BY messages_sent WHERE queue = :q
+ORDER BY sent_ms DESC LIMIT 1 OFFSET :skip
+"""
+
+_MATCHES = """
+WHERE queue = :q AND sent_ms >= :since
+  AND (:needle IS NULL OR instr(body, :needle) > 0) AND (:id IS NULL OR id = :id)"""
+
+# The matches' seqs in index order (oldest first), at most :cap of them: an ascending walk
+# of the index is the cheapest full pass over the window when few messages match.
+SEARCH_SEQS = f"""
+SELECT seq FROM messages INDEXED BY messages_sent {_MATCHES}
+ORDER BY sent_ms, seq LIMIT :cap
+"""
+
+# Many matches: the newest :n, walking down from the newest (it stops after :n).
+SEARCH = f"""
+SELECT {_BROWSED} FROM messages INDEXED BY messages_sent {_MATCHES}
+ORDER BY sent_ms DESC, seq DESC LIMIT :n
+"""
+
+SEARCH_ROWS = f"""
+SELECT {_BROWSED} FROM messages WHERE +queue = :q AND seq IN ({{marks}})
+ORDER BY sent_ms DESC, seq DESC
+"""

@@ -1,0 +1,128 @@
+"""Conformance of the browsing operations the dashboard uses (every backend): keyset pages,
+filters, one message by seq, bounded search and redrive moves. None of them leases, acks or
+counts an attempt."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocd.errors import QueueNotFound
+from ocd.store import BrowseCursor, BrowseQuery, DeadLetter, NewMessage
+from tests.store.conftest import T0
+
+NO_DLQ = DeadLetter(None)
+
+
+def sent(n, at=T0, step_ms=1, prefix="m", delay_ms=0):
+    return [
+        NewMessage(
+            f"{prefix}{i:031d}", "json", f'{{"n": {i}}}'.encode(), at + i * step_ms,
+            at + i * step_ms + delay_ms,
+        )
+        for i in range(n)
+    ]  # fmt: skip
+
+
+async def test_browse_pages_by_cursor_in_send_order_both_ways(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, sent(7))
+    now = T0 + 100
+    seen = []
+    cursor = None
+    while True:
+        page = await store.browse(q, now, BrowseQuery(limit=3, after=cursor))
+        if not page:
+            break
+        seen += [r.id for r in page]
+        cursor = BrowseCursor(page[-1].sent_ms, page[-1].seq)
+    assert seen == [m.id for m in sent(7)]
+    newest = await store.browse(q, now, BrowseQuery(limit=3, newest_first=True))
+    assert [r.id for r in newest] == [m.id for m in sent(7)][::-1][:3]
+    after = BrowseCursor(newest[-1].sent_ms, newest[-1].seq)
+    more = await store.browse(q, now, BrowseQuery(limit=10, newest_first=True, after=after))
+    assert [r.id for r in more] == [m.id for m in sent(7)][::-1][3:]
+
+
+async def test_browse_never_leases_or_counts_attempts(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, sent(3))
+    for _ in range(2):
+        rows = await store.browse(q, T0 + 10, BrowseQuery())
+        assert [r.attempts for r in rows] == [0, 0, 0]
+    claimed = await store.claim(q, 10, T0 + 10, T0 + 60_000, 5, NO_DLQ)
+    assert len(claimed.deliveries) == 3
+
+
+async def test_browse_filters_by_state_attempts_and_time(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, sent(4))  # sent T0..T0+3, ready
+    await store.enqueue(q, sent(2, at=T0 + 10, prefix="d", delay_ms=60_000))  # delayed
+    now = T0 + 20
+    await store.claim(q, 1, now, now + 60_000, 5, NO_DLQ)  # m0 in flight, 1 attempt
+    ids = lambda rows: [r.id[:2] + r.id[-1] for r in rows]  # noqa: E731
+    assert ids(await store.browse(q, now, BrowseQuery(state="ready"))) == ["m01", "m02", "m03"]
+    assert ids(await store.browse(q, now, BrowseQuery(state="delayed"))) == ["d00", "d01"]
+    inflight = await store.browse(q, now, BrowseQuery(state="inflight"))
+    assert ids(inflight) == ["m00"] and inflight[0].leased and inflight[0].attempts == 1
+    assert ids(await store.browse(q, now, BrowseQuery(min_attempts=1))) == ["m00"]
+    ranged = BrowseQuery(sent_from_ms=T0 + 1, sent_to_ms=T0 + 2)
+    assert ids(await store.browse(q, now, ranged)) == ["m01", "m02"]
+
+
+async def test_browse_cuts_bodies_and_message_by_seq_reads_more(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    body = b'"' + b"x" * 500 + b'"'
+    await store.enqueue(q, [NewMessage("a" * 32, "json", body, T0, T0)])
+    (row,) = await store.browse(q, T0, BrowseQuery(body_bytes=10))
+    assert row.body == body[:10] and row.size == len(body)
+    full = await store.message(q, row.seq, 65_536)
+    assert full is not None and full.body == body
+    other = await store.ensure_queue("other", "local", None, T0)
+    assert await store.message(other, row.seq, 10) is None
+
+
+async def test_search_scans_only_the_newest_window(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, sent(10))  # bodies {"n": 0} .. {"n": 9}
+    found = await store.search(q, T0, b'"n": 1', None, 100, 10, 200)
+    assert [r.id[-1] for r in found.rows] == ["1"] and found.scanned == 10
+    # n=1 is the second oldest: outside a window of the newest five
+    bounded = await store.search(q, T0, b'"n": 1', None, 5, 10, 200)
+    assert bounded.rows == [] and bounded.scanned == 5
+    by_id = await store.search(q, T0, None, sent(10)[7].id, 100, 10, 200)
+    assert [r.id for r in by_id.rows] == [sent(10)[7].id]
+
+
+async def test_move_messages_redrives_with_attempts_reset_and_counts_kept(store):
+    src = await store.ensure_queue("jobs", "local", None, T0)
+    dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
+    await store.enqueue(dlq, sent(3))
+    c = await store.claim(dlq, 3, T0 + 2, T0 + 3, 5, NO_DLQ)  # attempt 1, lapses at T0+3
+    seqs = [d.seq for d in c.deliveries]
+    moved = await store.move_messages(dlq, src, seqs[:2], T0 + 5)
+    assert moved == 2
+    assert (await store.backlog(dlq)).count == 1
+    assert (await store.backlog(src)).count == 2
+    rows = await store.browse(src, T0 + 5, BrowseQuery(state="ready"))
+    assert [r.attempts for r in rows] == [0, 0]
+    assert await store.move_messages(dlq, src, seqs[:2], T0 + 5) == 0  # already moved
+
+
+async def test_move_messages_to_a_deleted_queue_deletes_nothing(store):
+    src = await store.ensure_queue("jobs", "local", None, T0)
+    dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
+    await store.enqueue(dlq, sent(2))
+    rows = await store.browse(dlq, T0, BrowseQuery())
+    await store.delete_queue(src)
+    with pytest.raises(QueueNotFound):
+        await store.move_messages(dlq, src, [r.seq for r in rows], T0)
+    assert (await store.backlog(dlq)).count == 2
+
+
+async def test_search_with_thousands_of_matches_returns_the_newest(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, sent(2_500))  # every body matches b'"n"'
+    found = await store.search(q, T0, b'"n"', None, 100_000, 3, 200)
+    assert [r.id for r in found.rows] == [m.id for m in sent(2_500)][::-1][:3]
+    few = await store.search(q, T0, b'"n": 2499', None, 100_000, 3, 200)
+    assert [r.id for r in few.rows] == [sent(2_500)[-1].id]

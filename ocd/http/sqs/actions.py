@@ -21,7 +21,6 @@ from ocd.clock import Clock
 from ocd.errors import (
     ConsumerInConfig,
     DeadLetterTypeMismatch,
-    OcdError,
     QueueExists,
     QueueInUse,
     QueueNotFound,
@@ -687,4 +686,3 @@ def sqs_body(d: Delivery) -> tuple[str, str | None]:
         except UnicodeDecodeError:
             pass
     return base64.b64encode(d.body).decode(), d.content_type
-

@@ -112,6 +112,20 @@ class QueueConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SqsConfig:
+    """``[sqs]``: the SQS-compatible listener (off unless the section is present)."""
+
+    host: str
+    port: int
+    region: str = "us-east-1"
+    public_url: str | None = None  # base of returned QueueUrls; default: the request's origin
+
+    @property
+    def listen(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
 class AccountConfig:
     id: str
     token_sha256: tuple[str, ...]  # lowercase hex, every token of the account
@@ -139,6 +153,7 @@ class Config:
     accounts: tuple[AccountConfig, ...]
     warnings: tuple[str, ...] = ()
     ui: UiConfig = UiConfig()
+    sqs: SqsConfig | None = None
 
     def queue(self, name: str, account: str = LOCAL_ACCOUNT) -> QueueConfig | None:
         """Settings of queue ``name`` in ``account``; None if the config never names it."""
@@ -185,10 +200,12 @@ _ACCOUNT_REF = 'an account id ("local" or a configured [[accounts]] id)'
 _DSN = 'a PostgreSQL connection string ("postgresql://..." or "host=... dbname=...")'
 _DURABILITY = ("full", "normal")
 
-_TOP_KEYS = ("server", "store", "accounts", "workers", "queues", "ui")
+_TOP_KEYS = ("server", "store", "accounts", "workers", "queues", "ui", "sqs")
 _UI_KEYS = ("enabled", "read_only", "base_path", "search_scan_limit")
 _TOKEN_KEYS = ("sha256", "role")
 _BASE_PATH = re.compile(r"(/[A-Za-z0-9._~-]+)+")
+_SQS_KEYS = ("listen", "region", "public_url")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 _SERVER_KEYS = ("listen", "data_dir", "durability", "shutdown_timeout")
 _STORE_KEYS = ("backend", "dsn", "dsn_env", "pool_size", "node_heartbeat", "durability", "data_dir")
 _ACCOUNT_KEYS = ("id", "token_sha256")
@@ -257,6 +274,7 @@ class _Loader:
         workers = [self._worker(p, item) for p, item in top.items("workers")]
         declared = [self._queue(p, item) for p, item in top.items("queues")]
         ui = self._ui(top)
+        sqs = self._sqs(top)
         if self.problems or server is None or store is None:
             return None
         queues = {(q.account, q.name): q for q in declared if q is not None}
@@ -275,6 +293,34 @@ class _Loader:
             accounts=tuple(a for a in accounts if a is not None),
             warnings=tuple(self.warnings),
             ui=ui,
+            sqs=sqs,
+        )
+
+    def _sqs(self, top: Table) -> SqsConfig | None:
+        if "sqs" not in top:
+            return None
+        s = top.table("sqs", _SQS_KEYS)
+        if s is None:
+            return None
+        listen = s.get("listen", "127.0.0.1:9324")
+        host_port = parse_listen(listen) if isinstance(listen, str) else None
+        if host_port is None:
+            what = '"host:port" with an IP address or "localhost" and a port 0..65535'
+            s.expected("listen", what, listen)
+        elif not is_loopback(host_port[0]):
+            # SigV4 verification is not implemented yet: the SQS listener accepts any
+            # credentials, so it must not leave the machine.
+            what = "a loopback address (the SQS endpoint does not verify signatures yet)"
+            s.expected("listen", what, listen)
+        region = s.text("region", _REGION.fullmatch, 'an AWS region name like "us-east-1"')
+        public_url = s.text(
+            "public_url",
+            lambda v: re.fullmatch(r"https?://[^/\s]+", v.rstrip("/")),
+            'an http(s) origin like "https://sqs.example.internal"',
+        )
+        host, port = host_port or ("", 0)
+        return SqsConfig(
+            host, port, region or "us-east-1", public_url.rstrip("/") if public_url else None
         )
 
     def _server(self, top: Table, store: Table | None) -> ServerConfig | None:

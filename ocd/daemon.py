@@ -28,6 +28,8 @@ from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
 from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
 from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.ops import OpsRoutes
+from ocd.http.sqs.actions import SqsContext
+from ocd.http.sqs.app import SqsApp
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
@@ -67,6 +69,8 @@ class Daemon:
     router: WorkerRouter | None = None
     port: int = 0
     _runner: web.AppRunner | None = None
+    _sqs_runner: web.AppRunner | None = None
+    sqs_port: int = 0
     _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     _failed: asyncio.Event = field(default_factory=asyncio.Event)
     failure: BaseException | None = None
@@ -203,6 +207,42 @@ class Daemon:
             self._runner = None
             raise StartupError(f"cannot listen on {server.listen}: {e.strerror or e}") from e
         self.port = _bound_port(site) or server.port
+        await self._start_sqs(pull)
+
+    async def _start_sqs(self, pull: PullService) -> None:
+        """The SQS endpoint's own listener, when ``[sqs]`` is configured."""
+        sqs = self.config.sqs
+        if sqs is None:
+            return
+        ctx = SqsContext(
+            self.store, self.producer, pull, self.admin, self.clock, sqs.region, sqs.public_url
+        )
+        app = web.Application(client_max_size=2 * 1024 * 1024)
+        SqsApp(ctx).add_to(app)
+        self._sqs_runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=self.config.server.shutdown_timeout_s,
+        )
+        await self._sqs_runner.setup()
+        site = web.TCPSite(self._sqs_runner, sqs.host, sqs.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as e:
+            await self._sqs_runner.cleanup()
+            self._sqs_runner = None
+            if self._runner is not None:
+                await self._runner.cleanup()
+                self._runner = None
+            raise StartupError(f"cannot listen on {sqs.listen} (sqs): {e.strerror or e}") from e
+        self.sqs_port = _bound_port(site) or sqs.port
+        log.info(
+            "SQS endpoint on http://%s:%d",
+            sqs.host,
+            self.sqs_port,
+            extra={"event": "sqs_started", "listen": f"{sqs.host}:{self.sqs_port}"},
+        )
 
     def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
         return [
@@ -311,9 +351,10 @@ class Daemon:
         timeout = self.config.server.shutdown_timeout_s if timeout_s is None else timeout_s
         started = time.monotonic()
         log.info("shutting down: draining up to %.0f s", timeout, extra={"event": "stopping"})
-        if self._runner is not None:
-            for site in list(self._runner.sites):
-                await site.stop()  # stop accepting new connections
+        for runner in (self._runner, self._sqs_runner):
+            if runner is not None:
+                for site in list(runner.sites):
+                    await site.stop()  # stop accepting new connections
         if self.api is not None:
             self.api.pull.close()  # long polls answer now instead of holding the drain
         if self.ui is not None:
@@ -340,6 +381,9 @@ class Daemon:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._sqs_runner is not None:
+            await self._sqs_runner.cleanup()
+            self._sqs_runner = None
         await self._stop_background()
         await self.store.close()
         self.notifier.close()

@@ -146,6 +146,17 @@ class Producer:
     ) -> tuple[Backlog, list[FifoSent] | None]:
         """``send``, also answering for a FIFO queue each message's stored id and sequence
         number, and whether it was a duplicate."""
+        backlog, _, sent = await self.send_with_ids(queue, items, batch_delay)
+        return backlog, sent
+
+    async def send_with_ids(
+        self,
+        queue: QueueRecord,
+        items: Sequence[tuple[Any, Any, Any, Any, Any]],
+        batch_delay: Any = None,
+    ) -> tuple[Backlog, list[str], list[FifoSent] | None]:
+        """``send_detailed``, also answering the id given to each message (for a FIFO
+        duplicate, the id it was sent with; ``FifoSent`` has the stored one)."""
         if len(items) > MAX_BATCH_MESSAGES:
             raise QueueSendError(
                 f"batch message count of {len(items)} exceeds limit of {MAX_BATCH_MESSAGES}",
@@ -185,15 +196,16 @@ class Producer:
             backlog, sent = await self.store.enqueue_fifo(queue, messages)
         else:
             backlog = await self.store.enqueue(queue, messages)
+        ids = [m.id for m in messages]
         if self.metrics is None:
-            return backlog, sent
+            return backlog, ids, sent
         self.metrics.send_commit.observe(time.perf_counter() - started)
         labels = (queue.account, queue.name)
         counter = self._sent.get(labels)
         if counter is None:
             counter = self._sent[labels] = self.metrics.sent.labels(*labels)
         counter.inc(len(messages) if sent is None else sum(not s.duplicate for s in sent))
-        return backlog, sent
+        return backlog, ids, sent
 
     def binding(self, name: str, account: str) -> Binding:
         return Binding(self, name, account)

@@ -210,6 +210,26 @@ class PullService:
             settled.acked, settled.retried + settled.dead_lettered + settled.deleted, warnings
         )
 
+    async def change_visibility(
+        self, queue: QueueRecord, changes: Sequence[tuple[str, int]]
+    ) -> set[str]:
+        """Make each leased message named by ``(lease id, visibility_ms)`` visible again that
+        long from now, without counting an attempt or dead-lettering it (SQS's
+        ChangeMessageVisibility; 0 makes it ready at once). Answers the lease ids this
+        queue did not issue, which change nothing."""
+        bad: set[str] = set()
+        now = self.clock()
+        rows: list[Retry] = []
+        for lease, visibility_ms in changes:
+            token = self.signer.check("lease", queue, lease)
+            if token is None:
+                bad.add(lease)
+            else:
+                rows.append(Retry(token.seq, now + visibility_ms))
+        if rows:
+            await self.store.settle(queue, [], rows, [], DeadLetter(None), now)
+        return bad
+
     async def purge_refs(self, queue: QueueRecord, refs: Sequence[str]) -> dict[str, str]:
         warnings: dict[str, str] = {}
         await self.store.delete_messages(queue, self._seqs("ref", queue, refs, warnings))

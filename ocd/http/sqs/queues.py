@@ -1,0 +1,208 @@
+"""Queue URLs, ARNs and the queue attributes SQS shows, mapped onto ocd's queue settings.
+
+An SQS queue is an ocd queue of the same name in account ``local`` (shown to SQS clients as
+``000000000000``). What SQS calls a queue's visibility timeout and redrive policy is its
+HTTP pull consumer (``visibility_timeout_ms``, ``max_retries`` = maxReceiveCount - 1,
+``dead_letter_queue``), the same setting the Cloudflare REST API shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ocd.http.sqs.errors import SqsError, no_queue
+from ocd.store import PullConsumer, QueueRecord, QueueSettings
+
+LOCAL_ACCOUNT_ID = "000000000000"
+ACCOUNTS = {LOCAL_ACCOUNT_ID: "local"}
+# Without a redrive policy SQS redelivers for ever; the store counts attempts anyway.
+UNLIMITED_RECEIVES = 1_000_000_000
+DEFAULT_VISIBILITY_S = 30
+MAX_VISIBILITY_S = 43_200
+MAX_DELAY_S = 900
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_FIFO_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
+
+ALL_ATTRIBUTES = (
+    "Policy", "VisibilityTimeout", "MaximumMessageSize", "MessageRetentionPeriod",
+    "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "CreatedTimestamp",
+    "LastModifiedTimestamp", "QueueArn", "ApproximateNumberOfMessagesDelayed", "DelaySeconds",
+    "ReceiveMessageWaitTimeSeconds", "RedrivePolicy", "FifoQueue", "ContentBasedDeduplication",
+    "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "DeduplicationScope",
+    "FifoThroughputLimit", "RedriveAllowPolicy", "SqsManagedSseEnabled",
+)  # fmt: skip
+_SETTABLE = (
+    "VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "RedrivePolicy",
+    "ContentBasedDeduplication", "DeduplicationScope", "FifoQueue", "MaximumMessageSize",
+    "ReceiveMessageWaitTimeSeconds", "FifoThroughputLimit", "SqsManagedSseEnabled",
+    "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "Policy", "RedriveAllowPolicy",
+)  # fmt: skip
+# Attributes ocd accepts only at their SQS default value: it has nowhere to keep others yet.
+FIXED = {
+    "MaximumMessageSize": "262144",
+    "ReceiveMessageWaitTimeSeconds": "0",
+    "FifoThroughputLimit": "perQueue",
+    "SqsManagedSseEnabled": "false",
+}
+_FIFO_ONLY = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or not (_NAME.fullmatch(name) or _FIFO_NAME.fullmatch(name)):
+        raise SqsError(
+            "InvalidParameterValueException",
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
+        )
+    return name
+
+
+def queue_name_of(url: object) -> tuple[str, str]:
+    """(ocd account, queue name) from a QueueUrl (or a bare name); QueueDoesNotExist for an
+    account this endpoint does not serve."""
+    if not isinstance(url, str) or not url:
+        raise no_queue()
+    parts = url.rstrip("/").split("/")
+    name = parts[-1]
+    if len(parts) == 1:
+        return "local", name
+    account = ACCOUNTS.get(parts[-2])
+    if account is None:
+        raise no_queue()
+    return account, name
+
+
+def arn(region: str, queue: QueueRecord) -> str:
+    return f"arn:aws:sqs:{region}:{LOCAL_ACCOUNT_ID}:{queue.name}"
+
+
+def name_of_arn(value: object) -> str:
+    if not isinstance(value, str) or value.count(":") != 5 or not value.startswith("arn:aws:sqs:"):
+        raise SqsError("InvalidParameterValueException", f"Invalid ARN: {value!r}")
+    return value.rsplit(":", 1)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """What a CreateQueue or SetQueueAttributes asks for, checked."""
+
+    settings: QueueSettings
+    visibility_s: int | None = None
+    redrive: tuple[str, int] | None = None  # (dead-letter queue name, maxReceiveCount)
+    redrive_cleared: bool = False
+
+
+def _int(name: str, value: object, lo: int, hi: int) -> int:
+    try:
+        n = int(str(value))
+    except ValueError:
+        n = lo - 1
+    if not lo <= n <= hi:
+        raise SqsError(
+            "InvalidAttributeValue",
+            f"Invalid value for the parameter {name}. Reason: must be between {lo} and {hi}.",
+        )
+    return n
+
+
+def _bool(name: str, value: object) -> bool:
+    text = str(value).lower()
+    if text not in ("true", "false"):
+        raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.")
+    return text == "true"
+
+
+def parse_attributes(name: str, attrs: Any, base: QueueSettings, creating: bool) -> Wanted:
+    if attrs is None:
+        attrs = {}
+    if not isinstance(attrs, dict):
+        raise SqsError("InvalidParameterValueException", "Attributes must be a map")
+    fifo = name.endswith(".fifo")
+    settings = base
+    wanted = Wanted(settings)
+    for key, value in attrs.items():
+        if key not in _SETTABLE:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {key}.")
+        if key in _FIFO_ONLY and not fifo:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {key}.")
+        if key == "FifoQueue":
+            want = _bool(key, value)
+            if want != fifo:
+                reason = (
+                    "Modifying queue type is not supported."
+                    if not creating
+                    else "The name of a FIFO queue can only include alphanumeric characters, "
+                    "hyphens, or underscores, must end with .fifo suffix."
+                )
+                raise SqsError(
+                    "InvalidAttributeValue",
+                    f"Invalid value for the parameter FifoQueue. Reason: {reason}",
+                )
+        elif key == "VisibilityTimeout":
+            wanted = replace(wanted, visibility_s=_int(key, value, 0, MAX_VISIBILITY_S))
+        elif key == "MessageRetentionPeriod":
+            settings = replace(settings, message_retention_period_s=_int(key, value, 60, 1_209_600))
+        elif key == "DelaySeconds":
+            settings = replace(settings, delivery_delay_s=_int(key, value, 0, MAX_DELAY_S))
+        elif key == "ContentBasedDeduplication":
+            settings = replace(settings, content_based_deduplication=_bool(key, value))
+        elif key == "DeduplicationScope":
+            if value not in ("queue", "messageGroup"):
+                raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {key}.")
+            scope = "queue" if value == "queue" else "message_group"
+            settings = replace(settings, deduplication_scope=scope)
+        elif key == "RedrivePolicy":
+            if value in ("", "{}"):
+                wanted = replace(wanted, redrive=None, redrive_cleared=True)
+                continue
+            wanted = replace(wanted, redrive=_redrive(value))
+        elif key in (
+            "KmsMasterKeyId",
+            "KmsDataKeyReusePeriodSeconds",
+            "Policy",
+            "RedriveAllowPolicy",
+        ):
+            if value not in ("", None):
+                raise SqsError(
+                    "InvalidAttributeValue",
+                    f"Invalid value for the parameter {key}. Reason: not supported by ocd.",
+                )
+        elif key in FIXED and str(value) != FIXED[key]:
+            raise SqsError(
+                "InvalidAttributeValue",
+                f"Invalid value for the parameter {key}. Reason: ocd supports only {FIXED[key]}.",
+            )
+    return replace(wanted, settings=settings)
+
+
+def _redrive(value: object) -> tuple[str, int]:
+    try:
+        doc: Any = json.loads(value) if isinstance(value, str) else value
+        target = name_of_arn(doc["deadLetterTargetArn"])
+        count = int(doc["maxReceiveCount"])
+    except (ValueError, TypeError, KeyError, SqsError):
+        raise SqsError(
+            "InvalidAttributeValue",
+            "Invalid value for the parameter RedrivePolicy. Reason: Redrive policy is not a "
+            "valid JSON map with deadLetterTargetArn and maxReceiveCount.",
+        ) from None
+    if not 1 <= count <= 1000:
+        raise SqsError(
+            "InvalidAttributeValue",
+            "Invalid value for the parameter RedrivePolicy. Reason: maxReceiveCount must be "
+            "between 1 and 1000.",
+        )
+    return target, count
+
+
+def consumer_view(consumer: PullConsumer | None) -> tuple[int, tuple[str, int] | None]:
+    """(visibility timeout in seconds, redrive (queue, maxReceiveCount)) of a pull consumer."""
+    if consumer is None:
+        return DEFAULT_VISIBILITY_S, None
+    vis = consumer.visibility_timeout_ms // 1000
+    if consumer.dead_letter_queue and consumer.max_retries < UNLIMITED_RECEIVES:
+        return vis, (consumer.dead_letter_queue, consumer.max_retries + 1)
+    return vis, None

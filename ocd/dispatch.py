@@ -92,6 +92,7 @@ class Dispatcher:
         self._abort = asyncio.Event()
         self._last_failed = False
         self.last_outcome: dict[str, Any] | None = None
+        self._last_error: str | None = None  # the last failed batch's error class and message
 
     # ---------------------------------------------------------------- the loop
 
@@ -334,6 +335,9 @@ class Dispatcher:
         duration_ms = round(duration_s * 1000, 1)
         self.last_outcome = {
             "outcome": outcome,
+            "size": len(deliveries),
+            "duration_ms": duration_ms,
+            "error": self._last_error if outcome != "ok" else None,
             "acked": settled.acked,
             "retried": settled.retried,
             "dead_lettered": len(dead),
@@ -416,11 +420,13 @@ class Dispatcher:
                 self.policy.handler_timeout_s,
                 extra={"event": "handler_timeout", "worker": self.worker},
             )
+            self._last_error = f"exceeded its {self.policy.handler_timeout_s:.0f} s limit"
             return "exceededWallTime"
         if fut.cancelled():
             return "canceled"
         exc = fut.exception()
         if exc is not None:
+            self._last_error = f"{type(exc).__name__}: {exc}"[:300]
             log.error(
                 "queue %s: handler of worker %s raised",
                 self.policy.queue,

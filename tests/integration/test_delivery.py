@@ -293,3 +293,17 @@ max_batch_timeout = 0
     assert calls <= 2, f"the dispatcher polled the queue {calls} times while held back"
     mod.GATE.set()
     await eventually(lambda: len(d.records("jobs")) == 6)
+
+
+async def test_a_failed_batch_is_remembered_with_its_error_class_and_message(start_daemon):
+    d = await start_daemon(consumers=FAST)
+    await d.send({"fail": True, "n": 1})
+    [dispatcher] = [x for (_, q), x in d.daemon.dispatchers.items() if q == "jobs"]
+
+    def failed() -> dict | None:
+        last = dispatcher.last_outcome
+        return last if last and last["outcome"] == "exception" else None
+
+    last = await eventually(failed)
+    assert last["error"] == "RuntimeError: the message asked the handler to fail"
+    assert last["size"] == 1 and last["duration_ms"] >= 0

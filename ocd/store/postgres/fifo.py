@@ -26,7 +26,7 @@ SHARDS = 8
 async def lock(c: asyncpg.Connection, *keys: int) -> None:
     """Hold the FIFO lock of each queue for the transaction, in key order (no deadlocks)."""
     for key in sorted(set(keys)):
-        await c.execute(sql.FIFO_LOCK_QUEUE, sql.FIFO_LOCK, key)
+        await c.execute(sql.XACT_LOCK, sql.FIFO_LOCK, key)
 
 
 async def enqueue(

@@ -399,7 +399,8 @@ FROM picked WHERE m.seq = picked.seq
 RETURNING m.seq, m.id, m.content_type, m.body, m.sent_ms, m.attempts
 """
 
-CLAIM_LOCK_QUEUE = "SELECT pg_advisory_xact_lock($1, $2::integer)"
+# A transaction-scoped advisory lock of (class, key): CLAIM_LOCK or FIFO_LOCK, a queue key.
+XACT_LOCK = "SELECT pg_advisory_xact_lock($1, $2::integer)"
 
 # PUSH batches of a queue in flight now (a consumer's max_concurrency); lapsed leases
 # (visible again) do not count.
@@ -500,7 +501,6 @@ SELECT count(*), count(lease_kind) FROM ocd_messages WHERE queue = $1 AND visibl
 # transaction: sends, claims and settles of one FIFO queue are serial across every node, so
 # each sees the groups, sequence numbers and deduplication ids the last one left.
 FIFO_LOCK = 0x6F636423  # 1868784675: the functions of MIGRATIONS[2] take it by that number
-FIFO_LOCK_QUEUE = "SELECT pg_advisory_xact_lock($1, $2::integer)"
 
 FIFO_LAST_SEQ = "SELECT fifo_seq FROM ocd_queues WHERE key = $1"
 

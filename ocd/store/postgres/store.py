@@ -653,7 +653,7 @@ class PostgresStore:
             else:
                 async with c.transaction():
                     # one capped claim of this queue at a time, deployment-wide
-                    await c.execute(sql.CLAIM_LOCK_QUEUE, sql.CLAIM_LOCK, queue.key)
+                    await c.execute(sql.XACT_LOCK, sql.CLAIM_LOCK, queue.key)
                     held = await c.fetchval(sql.PUSH_LEASES_HELD, queue.key, now_ms)
                     if held >= max_batches:
                         return Claimed([])

@@ -235,10 +235,6 @@ WHERE queue = ? AND visible_ms > ?
 FIFO_LAST_SEQ = "SELECT fifo_seq FROM queues WHERE key = ?"
 FIFO_SET_SEQ = "UPDATE queues SET fifo_seq = ? WHERE key = ?"
 
-DEDUP_FIND = """
-SELECT message_id, fseq FROM fifo_dedup
-WHERE queue = ? AND scope = ? AND dedup = ? AND expires_ms > ?
-"""
 _DEDUP_PUT = (
     "INSERT OR REPLACE INTO fifo_dedup (queue, scope, dedup, expires_ms, message_id, fseq) VALUES "
 )

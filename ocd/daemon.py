@@ -35,6 +35,7 @@ from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
 from ocd.metrics import Metrics
 from ocd.notify import Notifier
+from ocd.posture import weakenings
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.scheduler import Scheduler, schedules_of
@@ -71,6 +72,7 @@ class Daemon:
     _runner: web.AppRunner | None = None
     _sqs_runner: web.AppRunner | None = None
     sqs_port: int = 0
+    bound: dict[str, str] = field(default_factory=dict)  # listener -> host, until a restart
     _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     _failed: asyncio.Event = field(default_factory=asyncio.Event)
     failure: BaseException | None = None
@@ -207,6 +209,7 @@ class Daemon:
             self._runner = None
             raise StartupError(f"cannot listen on {server.listen}: {e.strerror or e}") from e
         self.port = _bound_port(site) or server.port
+        self.bound["server"] = server.host
         await self._start_sqs(pull)
 
     async def _start_sqs(self, pull: PullService) -> None:
@@ -237,6 +240,7 @@ class Daemon:
                 self._runner = None
             raise StartupError(f"cannot listen on {sqs.listen} (sqs): {e.strerror or e}") from e
         self.sqs_port = _bound_port(site) or sqs.port
+        self.bound["sqs"] = sqs.host
         log.info(
             "SQS endpoint on http://%s:%d",
             sqs.host,
@@ -407,6 +411,9 @@ class Daemon:
         try:
             try:
                 config = load_config(self.config.path)
+                weaker = weakenings(self.config, config, self.bound)
+                if weaker:  # judged against where the sockets are bound, not where it says
+                    raise ConfigError(weaker)
                 workers = load_workers(config, fresh=True)
             except (ConfigError, WorkerLoadErrors) as e:
                 log.error(

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv run test test-postgres test-browser lint bench clean
+.PHONY: venv run test test-postgres test-browser lint bench chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,11 +29,16 @@ test-browser: $(STAMP)
 	$(BIN)/python -m pytest tests/browser
 
 lint: $(STAMP)
-	$(BIN)/ruff check ocd runtime tests bench examples
+	$(BIN)/ruff check ocd runtime tests bench chaos examples
 	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# Real daemons through real faults (kill -9, full disk, clock steps, damaged files, hostile
+# connections); not part of `make test`, which runs the quick version of each (tests/chaos).
+chaos: $(STAMP)
+	$(BIN)/python chaos/run.py
 
 clean:
 	rm -rf $(VENV) .ocd build *.egg-info

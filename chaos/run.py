@@ -36,15 +36,19 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# name -> module in this package; each has ``async def run(quick: bool) -> dict``.
-SCENARIOS: dict[str, str] = {}
+# name -> module in this package (its ``run``), or "module:function" for another entry point.
+SCENARIOS: dict[str, str] = {
+    "kill9": "kill9",
+    "kill9_pg_two_nodes": "kill9:run_pg",
+}
 
 
 async def run_one(name: str, quick: bool) -> dict[str, Any]:
-    module = importlib.import_module(f"chaos.{SCENARIOS[name]}")
+    module_name, _, function = SCENARIOS[name].partition(":")
+    entry = getattr(importlib.import_module(f"chaos.{module_name}"), function or "run")
     started = time.monotonic()
     try:
-        result: dict[str, Any] = await module.run(quick)
+        result: dict[str, Any] = await entry(quick)
     except Exception as e:
         result = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
     result["seconds"] = round(time.monotonic() - started, 1)
@@ -74,8 +78,11 @@ async def main(argv: list[str]) -> int:
         results[name] = await run_one(name, args.quick)
         print(f"chaos: {name}: {verdict(results[name])} {results[name]}", file=sys.stderr)
     RESULTS.mkdir(exist_ok=True)
-    report = {"quick": args.quick, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "scenarios": results}
+    report = {
+        "quick": args.quick,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "scenarios": results,
+    }
     (RESULTS / ("quick.json" if args.quick else "latest.json")).write_text(
         json.dumps(report, indent=2) + "\n"
     )

@@ -41,6 +41,7 @@ data_dir = "data"
 shutdown_timeout = 2
 header_timeout = 1
 body_timeout = 2
+keepalive_timeout = 2
 max_connections = 16
 
 [sqs]
@@ -270,6 +271,18 @@ async def test_half_open_and_slow_header_connections_are_closed_after_header_tim
     slow.close()
     assert await healthz(daemon.port) == 200
     assert [r for r in caplog.records if getattr(r, "event", "") == "header_timeout"]
+
+
+async def test_kept_alive_connections_close_when_idle_or_when_the_next_head_is_slow(daemon):
+    idle = await Conn.open(daemon.port)
+    slow = await Conn.open(daemon.port)
+    for c in (idle, slow):
+        await c.send(head("GET", "/__ocd/healthz"))
+        assert (await c.response())[0] == 200
+    await slow.send(b"GET /__ocd/healthz HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+    assert await idle.closed_by_server() and await slow.closed_by_server()
+    idle.close()
+    slow.close()
 
 
 async def test_a_body_slower_than_body_timeout_gets_408_in_the_envelope(daemon):

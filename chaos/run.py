@@ -40,6 +40,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SCENARIOS: dict[str, str] = {
     "kill9": "kill9",
     "kill9_pg_two_nodes": "kill9:run_pg",
+    "hostile": "hostile",  # half-open floods at a low descriptor limit, gzip bombs
 }
 
 

@@ -35,6 +35,10 @@ class ServerConfig:
     data_dir: Path
     durability: Literal["full", "normal"] = "full"
     shutdown_timeout_s: float = 30.0
+    header_timeout_s: float = 10.0  # a request's head must arrive within this
+    body_timeout_s: float = 30.0  # and its body within this
+    keepalive_timeout_s: float = 60.0  # an idle kept-alive connection is closed after this
+    max_connections: int | None = None  # None: derived from the descriptor limit
 
     @property
     def listen(self) -> str:
@@ -206,7 +210,16 @@ _TOKEN_KEYS = ("sha256", "role")
 _BASE_PATH = re.compile(r"(/[A-Za-z0-9._~-]+)+")
 _SQS_KEYS = ("listen", "region", "public_url")
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
-_SERVER_KEYS = ("listen", "data_dir", "durability", "shutdown_timeout")
+_SERVER_KEYS = (
+    "listen",
+    "data_dir",
+    "durability",
+    "shutdown_timeout",
+    "header_timeout",
+    "body_timeout",
+    "keepalive_timeout",
+    "max_connections",
+)
 _STORE_KEYS = ("backend", "dsn", "dsn_env", "pool_size", "node_heartbeat", "durability", "data_dir")
 _ACCOUNT_KEYS = ("id", "token_sha256")
 _WORKER_KEYS = (
@@ -347,6 +360,14 @@ class _Loader:
             data_dir=absolute_path(self.config.path.parent, data_dir or state_dir or ".ocd"),
             durability="normal" if durability == "normal" else "full",
             shutdown_timeout_s=s.number("shutdown_timeout", 0, 3600, 30.0),
+            header_timeout_s=s.number("header_timeout", 1, 3600, 10.0),
+            body_timeout_s=s.number("body_timeout", 1, 3600, 30.0),
+            keepalive_timeout_s=s.number("keepalive_timeout", 1, 86400, 60.0),
+            max_connections=(
+                s.integer("max_connections", 16, 1_000_000, 1000)
+                if "max_connections" in s
+                else None
+            ),
         )
 
     def _shared(

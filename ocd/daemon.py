@@ -22,14 +22,17 @@ from ocd import loader
 from ocd.admin import Admin
 from ocd.api.app import add_api
 from ocd.api.context import ApiContext
+from ocd.api.envelope import error_response
 from ocd.clock import Clock, wall_ms
 from ocd.config import Config, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
 from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
 from ocd.http.assets import Assets, AssetsBinding
+from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
+from ocd.http.guard import Gate, GuardedSite, Timeouts, gate_for
 from ocd.http.ops import OpsRoutes
 from ocd.http.sqs.actions import SqsContext
-from ocd.http.sqs.app import SqsApp
+from ocd.http.sqs.app import SqsApp, status_reply
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
@@ -45,6 +48,12 @@ from runtime.unsupported import Unsupported
 log = logging.getLogger(__name__)
 
 RETENTION_SWEEP_S = 5.0
+_LISTENER_SETTINGS = (
+    "header_timeout_s",
+    "body_timeout_s",
+    "keepalive_timeout_s",
+    "max_connections",
+)
 STATUS_EVERY_S = 10.0
 
 
@@ -72,6 +81,7 @@ class Daemon:
     _runner: web.AppRunner | None = None
     _sqs_runner: web.AppRunner | None = None
     sqs_port: int = 0
+    gate: Gate | None = None  # open connections over every listener, and their cap
     bound: dict[str, str] = field(default_factory=dict)  # listener -> host, until a restart
     _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     _failed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -184,7 +194,9 @@ class Daemon:
             self.config, self.store, self.producer, pull, self.admin, self.clock
         )
         self.api = api
+        server = self.config.server
         app = web.Application()
+        app[BODY_POLICY] = BodyPolicy(MIB, server.body_timeout_s)
         OpsRoutes(self).add_to(app.router)
         add_api(app, api)
         if self.config.ui.enabled:
@@ -192,16 +204,17 @@ class Daemon:
             await self.ui.open()
             self.ui.add_to(app.router)
             self._supervise("ocd-ui-live", self.ui.hub.run())
-        app.router.add_route("*", "/{tail:.*}", self.router.handle)
+        app.router.add_route("*", r"/{tail:[\s\S]*}", self.router.handle)  # %0A too
         self._runner = web.AppRunner(
             app,
             access_log=None,
             handle_signals=False,
-            shutdown_timeout=self.config.server.shutdown_timeout_s,
+            shutdown_timeout=server.shutdown_timeout_s,
+            auto_decompress=False,  # ocd.http.body inflates, after auth, within the limit
         )
         await self._runner.setup()
-        server = self.config.server
-        site = web.TCPSite(self._runner, server.host, server.port, reuse_address=True)
+        self.gate = self.gate or gate_for(server.max_connections)
+        site = self._site(self._runner, server.host, server.port, error_response)
         try:
             await site.start()
         except OSError as e:
@@ -220,16 +233,18 @@ class Daemon:
         ctx = SqsContext(
             self.store, self.producer, pull, self.admin, self.clock, sqs.region, sqs.public_url
         )
-        app = web.Application(client_max_size=2 * 1024 * 1024)
+        app = web.Application(client_max_size=2 * MIB)
+        app[BODY_POLICY] = BodyPolicy(2 * MIB, self.config.server.body_timeout_s)
         SqsApp(ctx).add_to(app)
         self._sqs_runner = web.AppRunner(
             app,
             access_log=None,
             handle_signals=False,
             shutdown_timeout=self.config.server.shutdown_timeout_s,
+            auto_decompress=False,
         )
         await self._sqs_runner.setup()
-        site = web.TCPSite(self._sqs_runner, sqs.host, sqs.port, reuse_address=True)
+        site = self._site(self._sqs_runner, sqs.host, sqs.port, status_reply)
         try:
             await site.start()
         except OSError as e:
@@ -247,6 +262,13 @@ class Daemon:
             self.sqs_port,
             extra={"event": "sqs_started", "listen": f"{sqs.host}:{self.sqs_port}"},
         )
+
+    def _site(self, runner: web.AppRunner, host: str, port: int, error: Any) -> web.TCPSite:
+        """A listener with the [server] connection limits (``ocd.http.guard``)."""
+        s = self.config.server
+        assert self.gate is not None
+        timeouts = Timeouts(s.header_timeout_s, s.keepalive_timeout_s)
+        return GuardedSite(runner, host, port, gate=self.gate, timeouts=timeouts, error=error)
 
     def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
         return [
@@ -440,7 +462,7 @@ class Daemon:
 
     async def _apply(self, config: Config, workers: list[LoadedWorker]) -> str:
         old = self.config
-        for setting in ("host", "port", "data_dir", "durability"):
+        for setting in ("host", "port", "data_dir", "durability", *_LISTENER_SETTINGS):
             if getattr(old.server, setting) != getattr(config.server, setting):
                 log.warning(
                     "server.%s changed: it takes effect at the next restart",

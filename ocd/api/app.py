@@ -14,7 +14,7 @@ from aiohttp import web
 from ocd.api import openapi
 from ocd.api.browse import BrowseRoutes
 from ocd.api.context import ApiContext
-from ocd.api.envelope import ApiRouter, enveloped
+from ocd.api.envelope import ApiRouter, Handler, enveloped
 from ocd.api.messages import MessageRoutes
 from ocd.api.queues import QueueRoutes
 from ocd.api.user import UserRoutes
@@ -31,13 +31,18 @@ def add_api(app: web.Application, ctx: ApiContext) -> None:
     BrowseRoutes(ctx).add_to(router, PREFIX)
     router.add_get(PREFIX + "/openapi.json", openapi.handler)
     for resource in router.resources:
-        resource.add_route("*", enveloped(_method_not_allowed))
-    # Anything else under the prefix is an API 404, not a request for a worker.
-    router.add_route("*", PREFIX + "/{tail:.*}", _not_found)
+        allowed = sorted({route.method for route in resource if route.method != "*"})
+        resource.add_route("*", enveloped(_method_not_allowed(allowed)))
+    # Anything else under the prefix is an API 404, not a request for a worker; [\s\S]
+    # rather than ".", which would let a path holding a newline (%0A) fall through.
+    router.add_route("*", PREFIX + r"/{tail:[\s\S]*}", _not_found)
 
 
-async def _method_not_allowed(request: web.Request) -> web.StreamResponse:
-    raise web.HTTPMethodNotAllowed(request.method, [])
+def _method_not_allowed(allowed: list[str]) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)  # with its Allow header
+
+    return handle
 
 
 async def _not_found(request: web.Request) -> web.StreamResponse:

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from ocd.errors import QueueNotFound, StoreFull, StoreUnavailable
+from ocd.http.body import BodyError, ClientGone
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +38,23 @@ FEATURE_NOT_SUPPORTED = 11011  # ocd's own: a Cloudflare API ocd does not provid
 TASK_NOT_FOUND = 11012  # ocd's own: no bulk move task of that id
 ROUTE_NOT_FOUND = 7003
 METHOD_NOT_ALLOWED = 7001
+OVERLOADED = 15002  # ocd's own: at the connection limit (server.max_connections); retry
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: int, message: str, pointer: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: int,
+        message: str,
+        pointer: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.status = status
         self.code = code
         self.message = message
         self.pointer = pointer
+        self.headers = headers or {}
         super().__init__(message)
 
     def response(self) -> web.Response:
@@ -54,7 +64,26 @@ class ApiError(Exception):
         return web.json_response(
             {"success": False, "errors": [err], "messages": [], "result": None},
             status=self.status,
+            headers=self.headers,
         )
+
+
+def error_response(status: int, message: str) -> web.Response:
+    """An error in the envelope for a status alone: what the listener answers before (or
+    instead of) a route, e.g. a malformed request or the connection limit."""
+    if status == 404:
+        code = ROUTE_NOT_FOUND
+    elif status == 405:
+        code = METHOD_NOT_ALLOWED
+    elif status == 413:
+        code = BODY_INVALID
+    elif status == 503:
+        code = OVERLOADED
+    elif status >= 500:
+        code = INTERNAL
+    else:
+        code = BODY_MALFORMED
+    return ApiError(status, code, message).response()
 
 
 def invalid(message: str, pointer: str | None = None) -> ApiError:
@@ -93,12 +122,28 @@ def enveloped(handler: Handler) -> Handler:
             return await handler(request)
         except ApiError as e:
             return e.response()
+        except BodyError as e:
+            response = error_response(e.status, e.message)
+            response.force_close()  # what is left of the body is not worth reading
+            return response
+        except ClientGone as e:
+            log.info(
+                "client went away mid-request: %s %s (%s)",
+                request.method,
+                request.path,
+                e,
+                extra={"event": "client_gone"},
+            )
+            return error_response(400, "request body incomplete")  # nobody reads it
         except web.HTTPRequestEntityTooLarge:
             return ApiError(413, BODY_INVALID, "request body is larger than 1 MiB").response()
         except web.HTTPNotFound:
             return ApiError(404, ROUTE_NOT_FOUND, "No route for that URI").response()
-        except web.HTTPMethodNotAllowed:
-            return ApiError(405, METHOD_NOT_ALLOWED, "Method not allowed for this route").response()
+        except web.HTTPMethodNotAllowed as e:
+            allow = {"Allow": e.headers["Allow"]} if "Allow" in e.headers else None
+            return ApiError(
+                405, METHOD_NOT_ALLOWED, "Method not allowed for this route", headers=allow
+            ).response()
         except web.HTTPException as e:
             return ApiError(e.status, BODY_INVALID, e.reason).response()
         except QueueNotFound as e:  # deleted meanwhile, perhaps on another node

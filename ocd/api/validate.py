@@ -8,20 +8,13 @@ from typing import Any
 from aiohttp import web
 
 from ocd.api.envelope import BODY_MALFORMED, ApiError, invalid
+from ocd.http.body import read_body
 
 _MISSING: Any = object()
 
 
 async def json_object(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
-    try:
-        raw = await request.read()
-    except web.RequestPayloadError:  # e.g. "Content-Encoding: gzip" on a body that is not
-        raise ApiError(
-            400,
-            BODY_MALFORMED,
-            "request body cannot be read: it does not match its Content-Encoding or "
-            "Transfer-Encoding",
-        ) from None
+    raw = await read_body(request)  # inflated here, within the limit; BodyError if not
     if not raw.strip():
         if optional:
             return {}

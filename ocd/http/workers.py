@@ -12,6 +12,7 @@ from aiohttp import web
 
 import runtime
 from ocd.http.assets import Assets
+from ocd.http.body import BodyError, ClientGone, read_body
 from ocd.loader import Handler
 
 log = logging.getLogger(__name__)
@@ -66,11 +67,14 @@ class WorkerRouter:
                 return route.assets.fallback(request)
         if route.fetch is None:  # no worker routes without fetch or assets
             return web.Response(status=404, text="No worker route matches this path.\n")
-        req = runtime.Request(request.method, str(request.url), request.headers, request.read)
+        body = _Body(request)
+        req = runtime.Request(request.method, str(request.url), request.headers, body.read)
         ctx = runtime.ExecutionContext()
         try:
             result = await route.fetch(req, route.env, ctx)
         except Exception:
+            if body.error is not None:  # the body could not be read: the client's doing
+                return body.answer(route.name)
             log.exception(
                 "worker %s: fetch raised",
                 route.name,
@@ -87,6 +91,37 @@ class WorkerRouter:
         self.background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("a waitUntil task failed", exc_info=task.exception())
+
+
+class _Body:
+    """A worker request's body, read (and inflated) on demand; remembers why it could not
+    be, so that a fetch that raised on it is answered for what it was: the client's error."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.error: BodyError | ClientGone | None = None
+
+    async def read(self) -> bytes:
+        try:
+            return await read_body(self.request)
+        except (BodyError, ClientGone) as e:
+            self.error = e
+            raise
+
+    def answer(self, worker: str) -> web.Response:
+        if isinstance(self.error, BodyError):
+            response = web.Response(status=self.error.status, text=self.error.message + "\n")
+        else:
+            log.info(
+                "client went away mid-request: %s %s (worker %s)",
+                self.request.method,
+                self.request.path,
+                worker,
+                extra={"event": "client_gone", "worker": worker},
+            )
+            response = web.Response(status=400, text="request body incomplete\n")
+        response.force_close()
+        return response
 
 
 def to_aiohttp(worker: str, result: Any) -> web.StreamResponse:

@@ -47,7 +47,11 @@ class OcdProcess:
     """One ``ocd serve`` run; collects its JSON log lines as they arrive."""
 
     def __init__(
-        self, config: Path, extra_env: dict[str, str] | None = None, command: str = "serve"
+        self,
+        config: Path,
+        extra_env: dict[str, str] | None = None,
+        command: str = "serve",
+        preexec_fn: Any = None,  # run in the child before ocd, e.g. to lower a resource limit
     ) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.update(extra_env or {})
@@ -58,6 +62,7 @@ class OcdProcess:
             stderr=subprocess.PIPE,
             env=env,
             cwd=REPO,
+            preexec_fn=preexec_fn,
         )
         self.lines: list[str] = []
         self.stdout: list[str] = []

@@ -67,11 +67,8 @@ def test_a_reload_rotating_tokens_on_a_public_listener_is_applied(tmp_path, ocd_
     p = ocd_processes(cfg)
     port = p.wait_started()
     new = "the-rotated-token"
-    write(
-        cfg,
-        f"0.0.0.0:{port}",
-        f'[[accounts]]\nid = "acme"\ntoken_sha256 = ["{hashlib.sha256(new.encode()).hexdigest()}"]\n',
-    )
+    rotated = hashlib.sha256(new.encode()).hexdigest()
+    write(cfg, f"0.0.0.0:{port}", f'[[accounts]]\nid = "acme"\ntoken_sha256 = ["{rotated}"]\n')
     p.proc.send_signal(signal.SIGHUP)
     wait_sync(lambda: p.event("reload_applied"))
     assert create_queue(port, "acme", TOKEN) == 403

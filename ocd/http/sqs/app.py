@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from ocd.errors import OcdError, StoreError
+from ocd.http.body import BodyError, ClientGone, read_body
 from ocd.http.sqs.actions import ACTION_NAMES, Actions, SqsContext
 from ocd.http.sqs.errors import SqsError
 
@@ -33,6 +34,34 @@ def _reply(
     )
 
 
+# Errors the listener answers for a status alone (a malformed request, a route or method
+# the endpoint does not have, the connection limit): status -> (shape, fault).
+_STATUS_SHAPES = {
+    404: ("com.amazon.coral.service#UnknownOperationException", "Sender"),
+    405: ("com.amazon.coral.service#UnknownOperationException", "Sender"),
+    408: ("com.amazon.coral.service#RequestTimeoutException", "Sender"),
+    413: ("com.amazon.coral.service#RequestEntityTooLargeException", "Sender"),
+    415: ("com.amazon.coral.service#UnsupportedMediaTypeException", "Sender"),
+    503: ("com.amazon.coral.availability#ThrottlingException", "Receiver"),
+}
+
+
+def status_reply(status: int, message: str) -> web.Response:
+    """An SQS-shaped error for ``status``: ``ocd.http.guard`` answers these too."""
+    shape, fault = _STATUS_SHAPES.get(
+        status,
+        ("com.amazon.coral.service#InternalFailure", "Receiver")
+        if status >= 500
+        else ("com.amazon.coral.service#InvalidParameterValueException", "Sender"),
+    )
+    name = shape.rpartition("#")[2]
+    return _reply(
+        status,
+        {"__type": shape, "message": message},
+        {"x-amzn-query-error": f"{name};{fault}", "X-Amzn-Errortype": name},
+    )
+
+
 def error_reply(e: SqsError) -> web.Response:
     return _reply(
         e.status,
@@ -46,8 +75,11 @@ class SqsApp:
         self.actions = Actions(ctx)
 
     def add_to(self, app: web.Application) -> None:
-        app.router.add_post("/", self.handle)
-        app.router.add_post("/{account}/{queue}", self.handle)
+        for path in ("/", "/{account}/{queue}"):
+            resource = app.router.add_resource(path)
+            resource.add_route("POST", self.handle)
+            resource.add_route("*", _method_not_allowed)
+        app.router.add_route("*", r"/{tail:[\s\S]*}", _not_found)
 
     async def handle(self, request: web.Request) -> web.Response:
         ctype = request.headers.get("Content-Type", "")
@@ -68,7 +100,20 @@ class SqsApp:
                 )
             )
         try:
-            raw = await request.read()
+            raw = await read_body(request)
+        except BodyError as e:
+            response = status_reply(e.status, e.message)
+            response.force_close()
+            return response
+        except ClientGone as e:
+            log.info(
+                "sqs client went away mid-request: %s (%s)",
+                op,
+                e,
+                extra={"event": "client_gone"},
+            )
+            return status_reply(400, "request body incomplete")
+        try:
             req = json.loads(raw) if raw else {}
             if not isinstance(req, dict):
                 raise ValueError
@@ -91,3 +136,13 @@ class SqsApp:
         except OcdError as e:
             return error_reply(SqsError("InvalidParameterValueException", str(e)))
         return _reply(200, out)
+
+
+async def _method_not_allowed(request: web.Request) -> web.Response:
+    response = status_reply(405, f"{request.method} is not supported; SQS requests are POSTs")
+    response.headers["Allow"] = "POST"
+    return response
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    return status_reply(404, f"no SQS resource at {request.path!r}; POST to / or a queue URL")

@@ -17,9 +17,10 @@ so are the times shown to users (send timestamps, REST answers, ``ocd status``).
   starts no earlier than the last time the deployment used, which the daemon persists in
   the store every ``MARK_EVERY_S`` and at shutdown (the highest of every node's, on
   PostgreSQL). A wall clock stepped back across a restart is therefore clamped to that mark
-  (plus ``MARK_EVERY_S``, what a crash may have used after the last save) and caught up
-  slowly; a wall clock stepped forward across a restart is adopted at once, as nothing
-  could tell it from a long stop.
+  (plus ``MARK_EVERY_S``, what a crash may have used after the last save; a wall clock
+  behind the mark by less than ``STEP_MS``, as another node's may be, carries on from the
+  mark itself) and caught up slowly; a wall clock stepped forward across a restart is
+  adopted at once, as nothing could tell it from a long stop.
 * **Logged.** A step of more than ``STEP_MS`` between two readings is logged once
   (``clock_step``, with its size and direction), and so is the moment the steady clock has
   caught up with the wall clock again (``clock_caught_up``).
@@ -130,6 +131,12 @@ class SteadyClock:
         saved) and caught up with slowly; one ahead of it is followed as it is."""
         now_ms = self()
         if now_ms >= mark_ms:
+            return
+        if mark_ms - now_ms <= STEP_MS:
+            # Not a step: another node's clock a little ahead, or a restart within the same
+            # moment. Carry on from the mark itself, silently.
+            with self._lock:
+                self._now = mark_ms * 1_000_000
             return
         with self._lock:
             self._now = (mark_ms + margin_ms) * 1_000_000

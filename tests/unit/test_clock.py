@@ -130,6 +130,18 @@ def test_at_start_a_wall_clock_behind_the_mark_is_clamped_to_it(caplog):
     assert record.step_ms < 0
 
 
+def test_at_start_a_wall_clock_a_moment_behind_the_mark_carries_on_from_it_silently(caplog):
+    t = Time()
+    clock = t.clock()
+    mark = t.wall // 1_000_000 + 300  # another node's clock, 300 ms ahead
+    with caplog.at_level(logging.INFO, logger="ocd.clock"):
+        clock.carry_on_from(mark)
+        assert clock() == mark
+        t.advance(10)
+        assert mark + 9_500 <= clock() <= mark + 10_000
+    assert steps(caplog) == []
+
+
 def test_at_start_a_wall_clock_ahead_of_the_mark_is_adopted():
     t = Time()
     clock = t.clock()

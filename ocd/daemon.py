@@ -23,7 +23,7 @@ from ocd.admin import Admin
 from ocd.api.app import add_api
 from ocd.api.context import ApiContext
 from ocd.api.envelope import error_response
-from ocd.clock import Clock, wall_ms
+from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
 from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
@@ -70,7 +70,7 @@ def load_workers(config: Config, fresh: bool = False) -> list[LoadedWorker]:
 class Daemon:
     config: Config
     workers: list[LoadedWorker]
-    clock: Clock = wall_ms
+    clock: Clock = field(default_factory=SteadyClock)  # see ocd.clock: steps do not jump it
     store: Store = field(init=False)
     admin: Admin = field(init=False)  # made at start, once the store is open
     producer: Producer = field(init=False)
@@ -105,6 +105,7 @@ class Daemon:
             dsn=sc.dsn,
             pool_size=sc.pool_size,
             node_heartbeat_s=sc.node_heartbeat_s,
+            clock=self.clock,
         )
         if hasattr(self.store, "on_commit"):  # the backend reports its group commits
             self.store.on_commit = self.metrics.committed
@@ -121,6 +122,8 @@ class Daemon:
         self.admin = Admin(self.store, self.clock)
         self.admin.configure(self.config)
         try:
+            if isinstance(self.clock, SteadyClock):  # never earlier than a time already used
+                self.clock.carry_on_from(await self.store.clock_mark())
             await self._ensure_queues()
             envs = {w.config.name: self._env(w.config) for w in self.workers}
             for key, (worker, policy, call) in self._consumer_plan(self.workers, envs).items():
@@ -128,6 +131,8 @@ class Daemon:
             self.scheduler.set_schedules(schedules_of(self.workers, envs))
             self._supervise("ocd-cron", self.scheduler.run())
             self._supervise("ocd-retention", self._retention_loop())
+            if isinstance(self.clock, SteadyClock):
+                self._supervise("ocd-clock", keep_mark(self.clock, self.store.save_clock_mark))
             await self._start_http(envs)
         except BaseException:
             await self._stop_background()
@@ -411,6 +416,8 @@ class Daemon:
             await self._sqs_runner.cleanup()
             self._sqs_runner = None
         await self._stop_background()
+        if isinstance(self.clock, SteadyClock):
+            await save_mark(self.clock, self.store.save_clock_mark)
         await self.store.close()
         self.notifier.close()
         log.info(

@@ -137,7 +137,10 @@ class OpsRoutes:
                     "delayed": not_ready - inflight,
                     "paused": q.settings.delivery_paused,
                     "dead_letter_queue": q.name in dlqs,
-                    "oldest_age_s": round((now - b.oldest_ms) / 1000, 3) if b.oldest_ms else 0,
+                    # never negative, even for a send by a node whose clock is ahead
+                    "oldest_age_s": round(max(0, now - b.oldest_ms) / 1000, 3)
+                    if b.oldest_ms
+                    else 0,
                 }
             )
         consumers = [

@@ -10,6 +10,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocd.clock import Clock, wall_ms
 from ocd.store.base import (
     BROWSE_STATES,
     CATALOGUE_FRESH_S,
@@ -55,6 +56,7 @@ def make_store(
     dsn: str | None = None,
     pool_size: int = 10,
     node_heartbeat_s: float = 15.0,
+    clock: Clock = wall_ms,
 ) -> Store:
     """A closed store of the named backend; ``open()`` it to use it."""
     if backend not in BACKENDS:
@@ -66,7 +68,9 @@ def make_store(
         store: Store = cls(data_dir, durability)
     else:
         assert dsn is not None
-        store = cls(dsn, durability, pool_size=pool_size, node_heartbeat_s=node_heartbeat_s)
+        store = cls(
+            dsn, durability, pool_size=pool_size, node_heartbeat_s=node_heartbeat_s, clock=clock
+        )
     return store
 
 

@@ -54,6 +54,9 @@ The rules every backend keeps:
 - **Cron ticks**: a schedule's run due at a minute is claimed once across every node
   (``claim_cron_tick``), before it runs; the store keeps each schedule's last claimed tick so
   that a node starting after an outage runs a missed schedule once, not once per tick.
+- **Clock mark**: the highest time (``save_clock_mark``) any node of the deployment said it
+  used, kept so that a daemon's clock never starts earlier than a time already used
+  (``ocd.clock``); saving a lower time than the mark keeps the mark.
 """
 
 from __future__ import annotations
@@ -424,6 +427,15 @@ class Store(Protocol):
 
     async def cron_last_ticks(self) -> dict[str, int]:
         """Schedule -> due time of its last claimed tick, for every schedule ever claimed."""
+
+    # ------------------------------------------------------------ the clock's mark
+
+    async def clock_mark(self) -> int:
+        """The highest time saved by ``save_clock_mark`` on any node; 0 if none ever was."""
+
+    async def save_clock_mark(self, now_ms: int) -> None:
+        """Raise the mark to ``now_ms`` if it is lower (concurrent saves, on any nodes, keep
+        the highest). Need not be durable at once: a crash loses at most the last saves."""
 
     # ------------------------------------------------------------ browsing (appended)
 

@@ -53,3 +53,16 @@ def consumer_from_row(row: Any) -> PullConsumer:
         s["visibility_timeout_ms"],
         s["retry_delay"],
     )
+
+
+# The clock's mark (``Store.save_clock_mark``) in the meta table of either backend: 8 bytes,
+# big-endian, so that comparing the stored values compares the times.
+CLOCK_MARK_KEY = "clock_mark"
+
+
+def mark_to_bytes(now_ms: int) -> bytes:
+    return max(0, now_ms).to_bytes(8, "big")
+
+
+def mark_from_bytes(value: bytes | None) -> int:
+    return int.from_bytes(bytes(value), "big") if value else 0

@@ -329,6 +329,12 @@ RETURNING key, consumer_id, created_ms
 DELETE_CONSUMER = "DELETE FROM ocd_consumers WHERE queue = $1"
 PUT_META = "INSERT INTO ocd_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
 GET_META = "SELECT value FROM ocd_meta WHERE key = $1"
+# A meta value that only grows: 8-byte big-endian integers compare as bytea in the order of
+# their numbers, so of concurrent saves from any nodes the highest stays.
+RAISE_META = """
+INSERT INTO ocd_meta (key, value) VALUES ($1, $2)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE excluded.value > ocd_meta.value
+"""
 
 
 # ------------------------------------------------------------------ messages

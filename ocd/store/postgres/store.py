@@ -31,6 +31,7 @@ from typing import Any
 
 import asyncpg
 
+from ocd.clock import Clock, wall_ms
 from ocd.dsn import redact_dsn
 from ocd.errors import (
     OcdError,
@@ -65,7 +66,15 @@ from ocd.store.postgres import fifo, sql
 from ocd.store.postgres.errors import is_driver_error, translate, translating
 from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
-from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row, settings_row
+from ocd.store.rows import (
+    CLOCK_MARK_KEY,
+    consumer_from_row,
+    consumer_settings,
+    mark_from_bytes,
+    mark_to_bytes,
+    queue_from_row,
+    settings_row,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +90,12 @@ class PostgresStore:
         durability: str = "full",
         pool_size: int = 10,
         node_heartbeat_s: float = 15.0,
+        clock: Clock = wall_ms,
     ) -> None:
         self.dsn = dsn
+        # The time of what the store does by itself (leases it hands back make messages
+        # ready "now"): the daemon's clock, so that a step of the wall clock delays nothing.
+        self.clock = clock
         self.where = redact_dsn(dsn)
         self.durability = durability
         self.pool_size = pool_size
@@ -264,7 +277,7 @@ class PostgresStore:
         if self._pool is not None:
             with contextlib.suppress(StoreError):
                 async with self._db("return leases") as c:
-                    now_ms = int(time.time() * 1000)
+                    now_ms = self.clock()
                     rows = await c.fetch(sql.RETURN_OWN, self.node_id, now_ms)
                     await c.execute(sql.FORGET_NODE, self.node_id)
                     await self._refresh_returned(c, rows)
@@ -307,11 +320,11 @@ class PostgresStore:
                             sql.REGISTER_NODE, self.node_id, socket.gethostname(), os.getpid()
                         )
                 if self._doubtful:
-                    await self._return_doubtful(int(time.time() * 1000))
+                    await self._return_doubtful(self.clock())
                 # After an outage every node's heartbeat looks old: give the others one
                 # heartbeat's time to beat again before taking any of them for dead.
                 if time.monotonic() >= reap_after:
-                    await self._reap(int(time.time() * 1000))
+                    await self._reap(self.clock())
             except StoreError:
                 reap_after = time.monotonic() + self.node_heartbeat_s
                 continue
@@ -573,6 +586,15 @@ class PostgresStore:
             await c.execute(sql.PUT_META, name, secrets.token_bytes(32))
             value = await c.fetchval(sql.GET_META, name)
         return bytes(value)
+
+    async def clock_mark(self) -> int:
+        async with self._db("read the clock's mark") as c:
+            value = await c.fetchval(sql.GET_META, CLOCK_MARK_KEY)
+        return mark_from_bytes(value)
+
+    async def save_clock_mark(self, now_ms: int) -> None:
+        async with self._db("save the clock's mark") as c:
+            await c.execute(sql.RAISE_META, CLOCK_MARK_KEY, mark_to_bytes(now_ms))
 
     # ---------------------------------------------------------------- messages
 

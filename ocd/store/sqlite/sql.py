@@ -135,6 +135,13 @@ GET_META = "SELECT value FROM meta WHERE key = ?"
 
 PUT_META = "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)"
 
+# A meta value that only grows: 8-byte big-endian integers compare as blobs (memcmp) in the
+# order of their numbers, so the higher one stays.
+RAISE_META = """
+INSERT INTO meta (key, value) VALUES (?, ?)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE excluded.value > meta.value
+"""
+
 PEEK = """
 SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup FROM messages
 WHERE queue = ? AND visible_ms <= ? ORDER BY visible_ms LIMIT ?

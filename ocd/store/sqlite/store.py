@@ -52,7 +52,15 @@ from ocd.store.base import (
     Searched,
     Settled,
 )
-from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row, settings_row
+from ocd.store.rows import (
+    CLOCK_MARK_KEY,
+    consumer_from_row,
+    consumer_settings,
+    mark_from_bytes,
+    mark_to_bytes,
+    queue_from_row,
+    settings_row,
+)
 from ocd.store.sqlite import fifo, sql
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.writer import (
@@ -988,6 +996,23 @@ class SqliteStore:
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
         return {str(name): int(due) for name, due in rows}
+
+    # ---------------------------------------------------------------- the clock's mark
+
+    async def clock_mark(self) -> int:
+        assert self._r is not None
+        try:
+            rows = await read_all(self._r, sql.GET_META, (CLOCK_MARK_KEY,))
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        return mark_from_bytes(rows[0][0] if rows else None)
+
+    async def save_clock_mark(self, now_ms: int) -> None:
+        def save(tx: Tx) -> None:
+            tx.conn.execute(sql.RAISE_META, (CLOCK_MARK_KEY, mark_to_bytes(now_ms)))
+
+        # Not durable by itself: the next durable commit (a send) syncs it.
+        await self._submit(Call(save, durable=False))
 
 
 def _size(path: Path) -> int:

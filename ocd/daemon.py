@@ -95,6 +95,7 @@ class Daemon:
             dsn=sc.dsn,
             pool_size=sc.pool_size,
             node_heartbeat_s=sc.node_heartbeat_s,
+            disk_reserve_bytes=self.config.server.disk_reserve_bytes,
         )
         if hasattr(self.store, "on_commit"):  # the backend reports its group commits
             self.store.on_commit = self.metrics.committed
@@ -440,7 +441,7 @@ class Daemon:
 
     async def _apply(self, config: Config, workers: list[LoadedWorker]) -> str:
         old = self.config
-        for setting in ("host", "port", "data_dir", "durability"):
+        for setting in ("host", "port", "data_dir", "durability", "disk_reserve_bytes"):
             if getattr(old.server, setting) != getattr(config.server, setting):
                 log.warning(
                     "server.%s changed: it takes effect at the next restart",

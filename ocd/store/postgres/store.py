@@ -38,6 +38,7 @@ from ocd.errors import (
     StoreConflict,
     StoreCorrupt,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 from ocd.store.base import (
@@ -104,6 +105,7 @@ class PostgresStore:
         self._doubtful: set[int] = set()  # PUSH leases of claims whose reply was lost
         self._closing = False
         self._down_since: float | None = None
+        self._full: str | None = None  # the last write's "disk full", until a send succeeds
         self.on_commit: Callable[[int, bool], None] | None = None
 
     # ---------------------------------------------------------------- connections
@@ -150,6 +152,8 @@ class PostgresStore:
             err = translate(e, self.where, operation)
             if isinstance(err, StoreUnavailable):
                 self._mark_down()
+            if isinstance(err, StoreFull):
+                self._mark_full(err)
             if isinstance(err, StoreConflict) and err.what == "foreign_key":
                 raise QueueNotFound(queue.name if queue else "?") from e
             raise err from e
@@ -166,6 +170,22 @@ class PostgresStore:
 
     def available(self) -> bool:
         return not self._closing and self._down_since is None
+
+    def full(self) -> str | None:
+        return self._full
+
+    def _mark_full(self, err: StoreError) -> None:
+        if self._full is None:
+            self._full = f"the database server's disk is full ({self.where}): {err}"
+            log.error(self._full, extra={"event": "store_full", "where": self.where})
+
+    def _sent(self) -> None:
+        self._down_since = None
+        if self._full is not None:
+            self._full = None
+            log.warning(
+                "database %s accepts sends again", self.where, extra={"event": "store_space_back"}
+            )
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -589,7 +609,10 @@ class PostgresStore:
         except StoreUnavailable:
             self._mark_down()
             raise
-        self._down_since = None
+        except StoreFull as e:
+            self._mark_full(e)
+            raise
+        self._sent()
         return backlog
 
     async def enqueue_fifo(
@@ -604,7 +627,10 @@ class PostgresStore:
         except StoreUnavailable:
             self._mark_down()
             raise
-        self._down_since = None
+        except StoreFull as e:
+            self._mark_full(e)
+            raise
+        self._sent()
         return result
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:

@@ -37,7 +37,9 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 RESULTS = Path(__file__).resolve().parent / "results"
 
 # name -> module in this package; each has ``async def run(quick: bool) -> dict``.
-SCENARIOS: dict[str, str] = {}
+SCENARIOS: dict[str, str] = {
+    "full_disk": "full_disk",
+}
 
 
 async def run_one(name: str, quick: bool) -> dict[str, Any]:

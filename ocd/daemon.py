@@ -313,12 +313,24 @@ class Daemon:
             self._failed.set()
 
     async def _retention_loop(self) -> None:
+        failing = False
         while True:
             try:
                 expired = await self.store.expire(self.clock())
             except StoreError as e:  # the database is away: the next sweep tries again
-                log.warning("retention sweep failed: %s", e, extra={"event": "sweep_failed"})
+                if not failing:  # one line per outage, not one per sweep
+                    log.warning(
+                        "retention sweep failed (retrying every %.0f s): %s",
+                        self.retention_sweep_s,
+                        e,
+                        extra={"event": "sweep_failed"},
+                    )
+                failing = True
                 expired = []
+            else:
+                if failing:
+                    log.info("retention sweeps work again", extra={"event": "sweep_resumed"})
+                failing = False
             for account, queue, n in expired:
                 self.metrics.expired.labels(account, queue).inc(n)
                 log.info(

@@ -69,7 +69,7 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def _body(message: dict[str, Any]) -> Any:
+def body_of(message: dict[str, Any]) -> Any:
     """A pulled message's body: JSON ones come base64-encoded, as from Cloudflare."""
     if message.get("metadata", {}).get("CF-Content-Type") == "json":
         return json.loads(base64.b64decode(message["body"]))
@@ -124,7 +124,7 @@ class Rest:
                 return
             status, acked = await self.ack([m["lease_id"] for m in messages])
             assert status == 200, acked
-            into.extend(_body(m) for m in messages)
+            into.extend(body_of(m) for m in messages)
 
     async def readyz(self) -> tuple[int, dict[str, Any]]:
         async with self.s.get(f"{self.root}/__ocd/readyz") as r:

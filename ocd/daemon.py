@@ -455,10 +455,11 @@ class Daemon:
         old = self.config
         for setting in ("host", "port", "data_dir", "durability", "disk_reserve_bytes"):
             if getattr(old.server, setting) != getattr(config.server, setting):
+                name = setting.removesuffix("_bytes")  # the config file's name for it
                 log.warning(
                     "server.%s changed: it takes effect at the next restart",
-                    setting,
-                    extra={"event": "reload_needs_restart", "key": f"server.{setting}"},
+                    name,
+                    extra={"event": "reload_needs_restart", "key": f"server.{name}"},
                 )
         for setting in ("backend", "dsn", "pool_size", "node_heartbeat_s"):
             if getattr(old.store, setting) != getattr(config.store, setting):

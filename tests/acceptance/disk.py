@@ -25,24 +25,34 @@ class CannotMount(Exception):
 
 
 @contextlib.contextmanager
-def small_filesystem(where: Path, size_mib: int) -> Iterator[Path]:
-    """A tmpfs of ``size_mib`` MiB mounted at ``where`` (made if missing), unmounted on exit
-    even if the block fails."""
+def small_filesystem(where: Path, size_mib: int, kind: str = "tmpfs") -> Iterator[Path]:
+    """A filesystem of ``size_mib`` MiB mounted at ``where`` (made if missing): a tmpfs, or
+    (``kind="ext4"``) an ext4 image on a loop device; unmounted on exit even if the block
+    fails."""
     where.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_mib}m,mode=0755", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-    )
+    image = where.with_name(where.name + ".img")
+    if kind == "ext4":
+        with open(image, "wb") as f:
+            f.truncate(size_mib * 2**20)
+        made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
+        if made.returncode != 0:
+            image.unlink()
+            raise CannotMount(f"cannot make an ext4 image here: {made.stderr.strip()}")
+        command = ["mount", "-o", "loop", str(image), str(where)]
+    else:
+        command = ["mount", "-t", "tmpfs", "-o", f"size={size_mib}m,mode=0755", "tmpfs", str(where)]
+    r = subprocess.run(command, capture_output=True, text=True)
     if r.returncode != 0:
+        image.unlink(missing_ok=True)
         why = (r.stderr or r.stdout).strip() or f"mount exited {r.returncode}"
-        raise CannotMount(f"cannot mount a {size_mib} MiB tmpfs at {where} here: {why}")
+        raise CannotMount(f"cannot mount a {size_mib} MiB {kind} at {where} here: {why}")
     try:
         yield where
     finally:
         done = subprocess.run(["umount", str(where)], capture_output=True)
         if done.returncode != 0:  # something still holds a file open: detach it lazily
             subprocess.run(["umount", "-l", str(where)], capture_output=True)
+        image.unlink(missing_ok=True)
 
 
 def fill(path: Path) -> int:

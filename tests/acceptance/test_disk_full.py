@@ -82,10 +82,11 @@ def events(p: OcdProcess, name: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.sqlite_only
+@pytest.mark.parametrize("kind", ["tmpfs", "ext4"])
 def test_a_full_disk_refuses_sends_clearly_drains_and_resumes_once_space_is_freed(
-    ocd_processes, tmp_path
+    ocd_processes, tmp_path, kind
 ):
-    cm = small_filesystem(tmp_path / "volume", 48)
+    cm = small_filesystem(tmp_path / "volume", 48, kind)
     volume = enter(cm)
     try:
         filler = volume / "filler"

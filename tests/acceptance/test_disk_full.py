@@ -275,6 +275,28 @@ def test_ocd_starts_on_a_full_disk_serves_pulls_and_acks_and_never_advises_a_res
 
         asyncio.run(sends_work())
         assert last.stop() == 0
+        assert (data_dir / "scheduler.sqlite.reserve").exists()  # held again
+
+        # Another program fills the disk while ocd is stopped: the reserve is the room the
+        # start, pulls and acks use.
+        fill(last_room)
+        held = ocd_processes(cfg)
+        port = held.wait_started()
+
+        async def serves_from_the_reserve() -> None:
+            async with aiohttp.ClientSession() as s:
+                api = Rest(s, port)
+                await api.use_queue("jobs")
+                status, ready = await api.readyz()
+                assert status == 503 and ready["database"] == "full", ready
+                assert (await api.push(["no room"]))[0] == 507
+                pulled: list[Any] = []
+                await api.drain(pulled)
+                assert pulled == ["fine"]
+
+        asyncio.run(serves_from_the_reserve())
+        assert held.stop() == 0
+        assert "restore" not in held.log
     finally:
         cm.__exit__(None, None, None)
 

@@ -78,7 +78,9 @@ SEARCH_MATCH_CAP = 2_000  # past this many matches a search walks down from the 
 DB_NAME = "scheduler.sqlite"
 CHECKPOINT_EVERY_S = 0.5
 # Past this size the writer checkpoints between two groups so that the WAL starts over, and
-# SQLite then truncates the file back to it (journal_size_limit).
+# SQLite then truncates the file back to it (journal_size_limit). The most: at open it is
+# sized down to a quarter of the disk reserve (``ocd.store.sqlite.space``), so that a full
+# disk's reserve can always take a checkpoint.
 WAL_LIMIT_BYTES = 64 * 2**20
 
 

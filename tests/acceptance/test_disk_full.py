@@ -378,4 +378,7 @@ def test_postgres_going_away_answers_503_and_everything_resumes(
     wait_sync(lambda: sent <= _recorded(tmp_path), timeout=30)
     assert ocd.proc.poll() is None and not events(ocd, "task_died"), ocd.log
     assert len(events(ocd, "dispatch_paused")) <= 1, ocd.log  # once, not once per retry
+    # One line when the database went away, one when it came back; not one per request.
+    assert len(events(ocd, "store_unavailable")) == 1, ocd.log
+    assert len(events(ocd, "store_available")) == 1, ocd.log
     assert ocd.stop() == 0

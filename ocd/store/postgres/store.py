@@ -157,7 +157,7 @@ class PostgresStore:
             if isinstance(err, StoreConflict) and err.what == "foreign_key":
                 raise QueueNotFound(queue.name if queue else "?") from e
             raise err from e
-        self._down_since = None
+        self._mark_up()
 
     def _mark_down(self) -> None:
         if self._down_since is None:
@@ -166,6 +166,17 @@ class PostgresStore:
                 "database %s is unavailable; retrying",
                 self.where,
                 extra={"event": "store_unavailable", "where": self.where},
+            )
+
+    def _mark_up(self) -> None:
+        if self._down_since is not None:
+            away = time.monotonic() - self._down_since
+            self._down_since = None
+            log.warning(
+                "database %s answers again after %.1f s",
+                self.where,
+                away,
+                extra={"event": "store_available", "where": self.where},
             )
 
     def available(self) -> bool:
@@ -180,7 +191,7 @@ class PostgresStore:
             log.error(self._full, extra={"event": "store_full", "where": self.where})
 
     def _sent(self) -> None:
-        self._down_since = None
+        self._mark_up()
         if self._full is not None:
             self._full = None
             log.warning(

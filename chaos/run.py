@@ -42,6 +42,7 @@ SCENARIOS: dict[str, str] = {
     "kill9_pg_two_nodes": "kill9:run_pg",
     "hostile": "hostile",  # half-open floods at a low descriptor limit, gzip bombs
     "clock_steps": "clock_steps",
+    "full_disk": "full_disk",
 }
 
 

@@ -24,6 +24,19 @@ from ocd.errors import ConfigError, Problem
 from ocd.names import QUEUE_NAME_RULE, is_queue_name
 
 DEFAULT_LISTEN = "127.0.0.1:8787"
+DEFAULT_DISK_RESERVE = 64 * 2**20
+MAX_DISK_RESERVE = 2**40
+_SIZE = re.compile(r"\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*", re.IGNORECASE)
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "kb": 1000,
+    "mb": 10**6,
+    "gb": 10**9,
+}
 LOCAL_ACCOUNT = "local"
 RESERVED_ROUTE_PREFIXES = ("/client/v4", "/__ocd")
 
@@ -39,6 +52,8 @@ class ServerConfig:
     body_timeout_s: float = 30.0  # and its body within this
     keepalive_timeout_s: float = 60.0  # an idle kept-alive connection is closed after this
     max_connections: int | None = None  # None: derived from the descriptor limit
+    # kept free for pulls and acks when the disk fills (SQLite; at most 1/8 of the volume)
+    disk_reserve_bytes: int = DEFAULT_DISK_RESERVE
 
     @property
     def listen(self) -> str:
@@ -219,6 +234,7 @@ _SERVER_KEYS = (
     "body_timeout",
     "keepalive_timeout",
     "max_connections",
+    "disk_reserve",
 )
 _STORE_KEYS = ("backend", "dsn", "dsn_env", "pool_size", "node_heartbeat", "durability", "data_dir")
 _ACCOUNT_KEYS = ("id", "token_sha256")
@@ -243,6 +259,30 @@ _WRANGLER_OVERLAP = (
     ("main", "main"), ("module", "main"), ("vars", "vars"), ("queues", "queues"),
     ("assets", "assets"),
 )  # fmt: skip
+
+
+def parse_size(value: object) -> int | None:
+    """Bytes from an integer or a string such as "16MiB", "512 KiB", "1GB"; None if not."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if not isinstance(value, str):
+        return None
+    m = _SIZE.fullmatch(value)
+    if m is None:
+        return None
+    return int(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+
+
+def _disk_reserve(s: Table) -> int:
+    value = s.get("disk_reserve", DEFAULT_DISK_RESERVE)
+    size = parse_size(value)
+    if size is None or size > MAX_DISK_RESERVE:
+        what = 'a size in bytes, or a string such as "64MiB" ("0" turns the reserve off)'
+        s.expected("disk_reserve", what, value)
+        return DEFAULT_DISK_RESERVE
+    return size
 
 
 def _is_module_name(value: str) -> bool:
@@ -368,6 +408,7 @@ class _Loader:
                 if "max_connections" in s
                 else None
             ),
+            disk_reserve_bytes=_disk_reserve(s),
         )
 
     def _shared(

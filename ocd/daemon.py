@@ -106,6 +106,7 @@ class Daemon:
             pool_size=sc.pool_size,
             node_heartbeat_s=sc.node_heartbeat_s,
             clock=self.clock,
+            disk_reserve_bytes=self.config.server.disk_reserve_bytes,
         )
         if hasattr(self.store, "on_commit"):  # the backend reports its group commits
             self.store.on_commit = self.metrics.committed
@@ -339,12 +340,24 @@ class Daemon:
             self._failed.set()
 
     async def _retention_loop(self) -> None:
+        failing = False
         while True:
             try:
                 expired = await self.store.expire(self.clock())
             except StoreError as e:  # the database is away: the next sweep tries again
-                log.warning("retention sweep failed: %s", e, extra={"event": "sweep_failed"})
+                if not failing:  # one line per outage, not one per sweep
+                    log.warning(
+                        "retention sweep failed (retrying every %.0f s): %s",
+                        self.retention_sweep_s,
+                        e,
+                        extra={"event": "sweep_failed"},
+                    )
+                failing = True
                 expired = []
+            else:
+                if failing:
+                    log.info("retention sweeps work again", extra={"event": "sweep_resumed"})
+                failing = False
             for account, queue, n in expired:
                 self.metrics.expired.labels(account, queue).inc(n)
                 log.info(
@@ -469,12 +482,20 @@ class Daemon:
 
     async def _apply(self, config: Config, workers: list[LoadedWorker]) -> str:
         old = self.config
-        for setting in ("host", "port", "data_dir", "durability", *_LISTENER_SETTINGS):
+        for setting in (
+            "host",
+            "port",
+            "data_dir",
+            "durability",
+            "disk_reserve_bytes",
+            *_LISTENER_SETTINGS,
+        ):
             if getattr(old.server, setting) != getattr(config.server, setting):
+                name = setting.removesuffix("_bytes")  # the config file's name for it
                 log.warning(
                     "server.%s changed: it takes effect at the next restart",
-                    setting,
-                    extra={"event": "reload_needs_restart", "key": f"server.{setting}"},
+                    name,
+                    extra={"event": "reload_needs_restart", "key": f"server.{name}"},
                 )
         for setting in ("backend", "dsn", "pool_size", "node_heartbeat_s"):
             if getattr(old.store, setting) != getattr(config.store, setting):

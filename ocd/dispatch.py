@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from ocd import codec
 from ocd.clock import Clock, wall_ms
 from ocd.decide import decide, exhausted, hold_back
-from ocd.errors import StoreError, StoreUnavailable
+from ocd.errors import StoreError, StoreFull, StoreUnavailable
 from ocd.metrics import Metrics
 from ocd.producer import metrics_dict
 from ocd.store import Backlog, DeadLetter, Delivery, QueueRecord, Retry, Store
@@ -100,21 +100,31 @@ class Dispatcher:
         """Dispatch until stopped. While the database is unavailable, dispatch pauses and
         tries again with backoff instead of ending (the daemon keeps serving)."""
         backoff = _Backoff()
+        paused_since: float | None = None
         while not self._stopping:
             try:
                 await self._turn()
             except StoreError as e:
                 delay = backoff.next()
-                log.warning(
-                    "queue %s: dispatch paused for %.1f s: %s",
-                    self.policy.queue,
-                    delay,
-                    e,
-                    extra={"event": "dispatch_paused", "queue": self.policy.queue},
-                )
+                if paused_since is None:  # one line per outage, not one per retry
+                    paused_since = time.monotonic()
+                    log.warning(
+                        "queue %s: dispatch paused, retrying every few seconds: %s",
+                        self.policy.queue,
+                        e,
+                        extra={"event": "dispatch_paused", "queue": self.policy.queue},
+                    )
                 await self._sleep(None, delay)
             else:
                 backoff.reset()
+                if paused_since is not None:
+                    log.info(
+                        "queue %s: dispatch resumed after %.1f s",
+                        self.policy.queue,
+                        time.monotonic() - paused_since,
+                        extra={"event": "dispatch_resumed", "queue": self.policy.queue},
+                    )
+                    paused_since = None
 
     async def _turn(self) -> None:
         """One look at the queue: start a batch, or sleep until something may be due."""
@@ -203,20 +213,22 @@ class Dispatcher:
         deliver acked messages again)."""
         backoff = _Backoff()
         deadline = time.monotonic() + PERSIST_FOR_S
+        logged = False
         while True:
             try:
                 return await op()
-            except StoreUnavailable as e:
+            except (StoreUnavailable, StoreFull) as e:
                 if time.monotonic() > deadline:
                     raise
                 delay = backoff.next()
-                log.warning(
-                    "queue %s: could not record a batch's outcome, retrying in %.1f s: %s",
-                    self.policy.queue,
-                    delay,
-                    e,
-                    extra={"event": "settle_retrying", "queue": self.policy.queue},
-                )
+                if not logged:  # once per batch, not once per retry
+                    logged = True
+                    log.warning(
+                        "queue %s: could not record a batch's outcome, retrying: %s",
+                        self.policy.queue,
+                        e,
+                        extra={"event": "settle_retrying", "queue": self.policy.queue},
+                    )
                 await asyncio.sleep(delay)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
@@ -279,7 +291,7 @@ class Dispatcher:
             ]
         try:
             backlog = await self.store.backlog(q)
-        except StoreUnavailable:  # the batch's metadata is not worth holding its messages
+        except StoreError:  # the batch's metadata is not worth holding its messages
             backlog = Backlog(self.store.backlog_count(q), 0, 0)
         metrics = metrics_dict(backlog)
         batch = MessageBatch(q.name, messages, metrics, marks)

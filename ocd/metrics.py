@@ -97,6 +97,12 @@ class Metrics:
             registry=r,
         )
 
+        self.store_full = Gauge(
+            "ocd_store_full",
+            "1 while the disk (or the database's quota) is full and new sends are refused.",
+            registry=r,
+        )
+
         self._commits_on = {
             True: self.group_commit.labels("loop"),
             False: self.group_commit.labels("writer"),
@@ -107,6 +113,7 @@ class Metrics:
 
     async def render(self, store: Store, now_ms: int) -> bytes:
         """Refresh the per-queue gauges from the store, then the exposition text."""
+        self.store_full.set(0 if store.full() is None else 1)
         stats = await store.queue_stats(now_ms)
         for gauge in (
             self.backlog,

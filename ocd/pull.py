@@ -12,12 +12,14 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ocd.admin import Admin
 from ocd.clock import Clock, wall_ms
 from ocd.decide import exhausted
+from ocd.errors import StoreError
 from ocd.store import (
     Backlog,
     DeadLetter,
@@ -28,6 +30,8 @@ from ocd.store import (
     Retry,
     Store,
 )
+
+log = logging.getLogger(__name__)
 
 LEASE_SECRET = "lease-signing-key"
 MAX_WAIT_MS = 20_000
@@ -153,13 +157,21 @@ class PullService:
                 await self._dead_letter(queue, consumer),
                 LeaseKind.PULL,
             )
+            # Committed: from here on nothing may fail this pull, or its messages would stay
+            # leased, an attempt spent, with no one holding the lease.
             good = [d for d in claimed.deliveries if d.content_type != "v8"]
             refused = [d for d in claimed.deliveries if d.content_type == "v8"]
             if refused:
-                await self.store.release(queue, [d.seq for d in refused], now, LeaseKind.PULL)
+                try:
+                    await self.store.release(queue, [d.seq for d in refused], now, LeaseKind.PULL)
+                except StoreError as e:  # they come back when their lease lapses
+                    log.warning("queue %s: could not hand back v8 messages: %s", queue.name, e)
             left = deadline - loop.time()
             if good or refused or left <= 0:
-                backlog = await self.store.backlog(queue)
+                try:
+                    backlog = await self.store.backlog(queue)
+                except StoreError:
+                    backlog = Backlog(self.store.backlog_count(queue), 0, 0)
                 return Pulled(good, refused, claimed.exhausted, backlog)
             # Commits wake us; a message that is only delayed or leased becomes ready
             # without one, so also wake when the next of those is due.

@@ -149,16 +149,19 @@ def enveloped(handler: Handler) -> Handler:
         except QueueNotFound as e:  # deleted meanwhile, perhaps on another node
             return ApiError(404, QUEUE_NOT_FOUND, f"Queue not found: {e.queue}").response()
         except StoreUnavailable as e:
-            log.warning("API request %s %s: %s", request.method, request.path, e)
+            # Not logged here, once per request: the store logs the outage once.
+            where = f" ({e.where})" if e.where else ""
             response = ApiError(
-                503, STORE_UNAVAILABLE, "the queue database is unavailable; try again shortly"
+                503,
+                STORE_UNAVAILABLE,
+                f"the queue database{where} is unavailable; try again shortly",
             ).response()
             response.headers["Retry-After"] = "1"
             return response
-        except StoreFull:
-            return ApiError(
-                507, STORAGE_FULL, "the queue database is full: purge or drain queues"
-            ).response()
+        except StoreFull as e:  # the message says the disk is full and where
+            response = ApiError(507, STORAGE_FULL, str(e)).response()
+            response.headers["Retry-After"] = "5"
+            return response
         except Exception:
             log.exception(
                 "API request %s %s failed",

@@ -61,9 +61,19 @@ class OpsRoutes:
         """Ready: database open and answering, workers loaded; 503 while starting,
         reloading or draining, or while the database cannot be reached."""
         state = self.source.state
-        database = self.source.store.available()
-        ready = state == "ready" and database
-        body = {"ready": ready, "state": state, "database": "ok" if database else "unavailable"}
+        store = self.source.store
+        full = store.full()
+        database = "ok" if store.available() else "unavailable"
+        if full is not None:
+            database = "full"
+        ready = state == "ready" and database == "ok"
+        body: dict[str, Any] = {"ready": ready, "state": state, "database": database}
+        if database == "full":
+            body["reason"] = full
+        elif database == "unavailable":
+            body["reason"] = f"the queue database cannot be reached ({store.where})"
+        elif state != "ready":
+            body["reason"] = f"ocd is {state}"
         return web.json_response(body, status=200 if ready else 503)
 
     async def status(self, request: web.Request) -> web.Response:

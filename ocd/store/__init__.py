@@ -57,6 +57,7 @@ def make_store(
     pool_size: int = 10,
     node_heartbeat_s: float = 15.0,
     clock: Clock = wall_ms,
+    disk_reserve_bytes: int | None = None,
 ) -> Store:
     """A closed store of the named backend; ``open()`` it to use it."""
     if backend not in BACKENDS:
@@ -65,7 +66,8 @@ def make_store(
     cls: Any = getattr(importlib.import_module(module), name)
     if backend == "sqlite":
         assert data_dir is not None
-        store: Store = cls(data_dir, durability)
+        reserve = {} if disk_reserve_bytes is None else {"disk_reserve_bytes": disk_reserve_bytes}
+        store: Store = cls(data_dir, durability, **reserve)
     else:
         assert dsn is not None
         store = cls(

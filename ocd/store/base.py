@@ -287,6 +287,12 @@ class Store(Protocol):
     def available(self) -> bool:
         """Whether the database answered lately; false while it cannot be reached."""
 
+    def full(self) -> str | None:
+        """While the disk (or the database's quota) is full: why, naming where, in a
+        sentence; else None. SQLite then refuses sends up front (``StoreFull``) while
+        claims, acks and retries go on; PostgreSQL says so from its last failed write
+        until a send succeeds again."""
+
     # ------------------------------------------------------------ the catalogue
 
     def queues(self) -> list[QueueRecord]:

@@ -39,6 +39,7 @@ from ocd.errors import (
     StoreConflict,
     StoreCorrupt,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 from ocd.store.base import (
@@ -117,6 +118,7 @@ class PostgresStore:
         self._doubtful: set[int] = set()  # PUSH leases of claims whose reply was lost
         self._closing = False
         self._down_since: float | None = None
+        self._full: str | None = None  # the last write's "disk full", until a send succeeds
         self.on_commit: Callable[[int, bool], None] | None = None
 
     # ---------------------------------------------------------------- connections
@@ -163,10 +165,12 @@ class PostgresStore:
             err = translate(e, self.where, operation)
             if isinstance(err, StoreUnavailable):
                 self._mark_down()
+            if isinstance(err, StoreFull):
+                self._mark_full(err)
             if isinstance(err, StoreConflict) and err.what == "foreign_key":
                 raise QueueNotFound(queue.name if queue else "?") from e
             raise err from e
-        self._down_since = None
+        self._mark_up()
 
     def _mark_down(self) -> None:
         if self._down_since is None:
@@ -177,8 +181,35 @@ class PostgresStore:
                 extra={"event": "store_unavailable", "where": self.where},
             )
 
+    def _mark_up(self) -> None:
+        if self._down_since is not None:
+            away = time.monotonic() - self._down_since
+            self._down_since = None
+            log.warning(
+                "database %s answers again after %.1f s",
+                self.where,
+                away,
+                extra={"event": "store_available", "where": self.where},
+            )
+
     def available(self) -> bool:
         return not self._closing and self._down_since is None
+
+    def full(self) -> str | None:
+        return self._full
+
+    def _mark_full(self, err: StoreError) -> None:
+        if self._full is None:
+            self._full = f"the database server's disk is full ({self.where}): {err}"
+            log.error(self._full, extra={"event": "store_full", "where": self.where})
+
+    def _sent(self) -> None:
+        self._mark_up()
+        if self._full is not None:
+            self._full = None
+            log.warning(
+                "database %s accepts sends again", self.where, extra={"event": "store_space_back"}
+            )
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -611,7 +642,10 @@ class PostgresStore:
         except StoreUnavailable:
             self._mark_down()
             raise
-        self._down_since = None
+        except StoreFull as e:
+            self._mark_full(e)
+            raise
+        self._sent()
         return backlog
 
     async def enqueue_fifo(
@@ -626,7 +660,10 @@ class PostgresStore:
         except StoreUnavailable:
             self._mark_down()
             raise
-        self._down_since = None
+        except StoreFull as e:
+            self._mark_full(e)
+            raise
+        self._sent()
         return result
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:

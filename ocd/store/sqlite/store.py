@@ -30,6 +30,7 @@ from ocd.errors import (
     SchemaError,
     StoreConflict,
     StoreError,
+    StoreFull,
     StoreLockedError,
 )
 from ocd.store.base import (
@@ -62,7 +63,8 @@ from ocd.store.rows import (
     settings_row,
 )
 from ocd.store.sqlite import fifo, sql
-from ocd.store.sqlite.errors import translate
+from ocd.store.sqlite.errors import is_damage, is_full, translate
+from ocd.store.sqlite.space import DEFAULT_RESERVE_BYTES, Space, free_bytes, mib
 from ocd.store.sqlite.writer import (
     Call,
     Enqueue,
@@ -84,7 +86,9 @@ SEARCH_MATCH_CAP = 2_000  # past this many matches a search walks down from the 
 DB_NAME = "scheduler.sqlite"
 CHECKPOINT_EVERY_S = 0.5
 # Past this size the writer checkpoints between two groups so that the WAL starts over, and
-# SQLite then truncates the file back to it (journal_size_limit).
+# SQLite then truncates the file back to it (journal_size_limit). The most: at open it is
+# sized down to a quarter of the disk reserve (``ocd.store.sqlite.space``), so that a full
+# disk's reserve can always take a checkpoint.
 WAL_LIMIT_BYTES = 64 * 2**20
 
 
@@ -94,6 +98,7 @@ class SqliteStore:
         data_dir: Path,
         durability: Literal["full", "normal"] = "full",
         wal_limit_bytes: int = WAL_LIMIT_BYTES,
+        disk_reserve_bytes: int = DEFAULT_RESERVE_BYTES,
     ) -> None:
         self.data_dir = data_dir
         self.path = data_dir / DB_NAME
@@ -101,7 +106,9 @@ class SqliteStore:
         # One node owns the file (the lock), so its id only names it in logs.
         self.node_id = secrets.token_hex(8)
         self.durability = durability
-        self.wal_limit_bytes = wal_limit_bytes
+        self.wal_limit_bytes = wal_limit_bytes  # the most; sized down by the disk at open
+        self.space = Space(data_dir, disk_reserve_bytes, wal_limit_bytes)
+        self._checkpoint_failing = False
         self._lock_fd: int | None = None
         self._r: aiosqlite.Connection | None = None
         self._queues: dict[tuple[str, str], QueueRecord] = {}
@@ -135,7 +142,17 @@ class SqliteStore:
                 f"{self.data_dir / (DB_NAME + '.lock')}); stop it or use another data_dir"
             ) from None
         self._lock_fd = fd
-        self._writer = Writer(self.path, self.durability, self._refresh_oldest, self._committed)
+        self.space.at_open()
+        self.wal_limit_bytes = self.space.wal_limit()
+        self._writer = Writer(
+            self.path,
+            self.durability,
+            self._refresh_oldest,
+            self._committed,
+            refuse=self._refusal,
+            on_error=self._store_error,
+        )
+        self._writer.wal_limit = self.wal_limit_bytes
         try:
             await self._connect(now_ms)
         except BaseException:
@@ -163,10 +180,34 @@ class SqliteStore:
             await asyncio.sleep(CHECKPOINT_EVERY_S)
             try:
                 await self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                if _size(wal) > self.wal_limit_bytes:
+                if self.space.full is not None:
+                    # Give the WAL's space back to the disk, then look for room again.
+                    await self._writer.checkpoint(truncate=True)
+                    self.space.try_resume()
+                elif _size(wal) > self.wal_limit_bytes:
                     await self._writer.checkpoint()
             except (sqlite3.Error, StoreError) as e:  # busy or I/O: the next round tries again
-                log.warning("WAL checkpoint failed: %s", e)
+                err = translate(e, self.where, "WAL checkpoint")
+                self._store_error(err)
+                if not self._checkpoint_failing:  # once per episode, not every half second
+                    log.warning("WAL checkpoint failed (retrying): %s", err)
+                self._checkpoint_failing = True
+            else:
+                if self._checkpoint_failing:
+                    log.info("WAL checkpoints work again")
+                self._checkpoint_failing = False
+
+    def full(self) -> str | None:
+        """While the disk is full and sends are refused: why, naming where; else None."""
+        return self.space.full
+
+    def _refusal(self) -> StoreError | None:
+        reason = self.space.full
+        return None if reason is None else StoreFull(reason, self.where, "send")
+
+    def _store_error(self, err: StoreError) -> None:
+        if isinstance(err, StoreFull):
+            self.space.enter(err.operation or "a write")
 
     async def _connect(self, now_ms: int) -> None:
         assert self._writer is not None
@@ -183,7 +224,8 @@ class SqliteStore:
                     f"PRAGMA journal_size_limit={self.wal_limit_bytes}",
                 )
             )
-            self._preallocate_wal()
+            if self.space.full is None:  # not into the room kept for acks
+                self._preallocate_wal()
             await self._writer.call(self._prepare, now_ms)
             self._r = await aiosqlite.connect(self.path, isolation_level=None)
             await self._r.execute("PRAGMA busy_timeout=5000")
@@ -191,10 +233,27 @@ class SqliteStore:
             self._ckpt = await aiosqlite.connect(self.path, isolation_level=None)
             await self._ckpt.execute("PRAGMA busy_timeout=5000")
         except sqlite3.DatabaseError as e:
-            raise StoreError(
-                f"cannot open {self.path}: {e}. If the file is damaged, move it aside and "
+            raise StoreError(self._open_advice(e)) from e
+
+    def _open_advice(self, e: sqlite3.DatabaseError) -> str:
+        """What an error at open means and what to do: only damage calls for a backup."""
+        if is_full(e, self.where):
+            return (
+                f"cannot open {self.path}: the disk is full ({mib(free_bytes(self.data_dir))} "
+                f"free on the filesystem of {self.data_dir}). The database is not damaged: "
+                "free some space there (or grow the volume) and start ocd again; do not "
+                "restore a backup"
+            )
+        if is_damage(e):
+            return (
+                f"cannot open {self.path}: {e}. The file is damaged: move it aside and "
                 "restore a backup (ocd restore)"
-            ) from e
+            )
+        return (
+            f"cannot open {self.path}: {e}. This is an I/O or access error, not damage to "
+            "the database: check the disk, its free space and the file's permissions, then "
+            "start ocd again; do not restore a backup for it"
+        )
 
     def _preallocate_wal(self) -> None:
         """Give an empty WAL its full size in zeros before the first commit, as PostgreSQL
@@ -521,6 +580,8 @@ class SqliteStore:
             raise StoreError("the store is closed", self.where, "send")
         if queue.key not in self._by_key:
             raise QueueNotFound(queue.name)
+        if self.space.full is not None:  # refused up front: the room left is for acks
+            raise StoreFull(self.space.full, self.where, "send")
         if queue.fifo:
             backlog, _ = await self.enqueue_fifo(queue, messages)
             return backlog
@@ -533,8 +594,10 @@ class SqliteStore:
     ) -> tuple[Backlog, list[FifoSent]]:
         if queue.key not in self._by_key:
             raise QueueNotFound(queue.name)
+        if self.space.full is not None:
+            raise StoreFull(self.space.full, self.where, "send")
         sent: list[FifoSent] = await self._submit(
-            Call(fifo.enqueue, queue, messages, most_rows=2 * len(messages))
+            Call(fifo.enqueue, queue, messages, most_rows=2 * len(messages), grows=True)
         )
         known = self._known_backlog(queue)
         return (known if known is not None else await self.backlog(queue)), sent

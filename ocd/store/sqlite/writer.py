@@ -99,6 +99,9 @@ class Op:
     # How many rows the operation touches at most, if that is known and small: only groups
     # of such operations may commit inline on the loop.
     most_rows: int | None = None
+    # Does it store new messages? While the disk is full these are refused before they
+    # are tried (``Writer(refuse=...)``); everything else (claims, acks) still runs.
+    grows = False
 
     future: asyncio.Future[Any]  # made by Writer.submit
 
@@ -111,6 +114,8 @@ class Op:
 
 
 class Enqueue(Op):
+    grows = True
+
     def __init__(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> None:
         super().__init__()
         self.queue = queue
@@ -144,13 +149,19 @@ class Call(Op):
     """Any other write: ``fn(tx, *args)`` run inside the group's transaction."""
 
     def __init__(
-        self, fn: Any, *args: Any, durable: bool = True, most_rows: int | None = None
+        self,
+        fn: Any,
+        *args: Any,
+        durable: bool = True,
+        most_rows: int | None = None,
+        grows: bool = False,
     ) -> None:
         super().__init__()
         self.fn = fn
         self.args = args
         self.durable = durable
         self.most_rows = most_rows
+        self.grows = grows
 
     def apply(self, tx: Tx) -> None:
         self.result = self.fn(tx, *self.args)
@@ -211,8 +222,16 @@ class Writer:
         after_commit: Callable[[Tx, list[Op]], None],
         monotonic: Callable[[], float] = time.monotonic,
         asleep: Callable[[], float] | None = None,
+        refuse: Callable[[], StoreError | None] = lambda: None,
+        on_error: Callable[[StoreError], None] = lambda e: None,
     ) -> None:
         self._path = path
+        self._wal = Path(f"{path}-wal")
+        self._refuse = refuse  # the error for operations that grow the database, if any now
+        self._on_error = on_error  # told of every store error a write met
+        self.wal_limit = 0  # past this size (0: never) the writer checkpoints between groups
+        self._checkpoint_due = False
+        self._truncate = False
         self._monotonic = monotonic
         self._asleep = Asleep() if asleep is None else asleep
         self._durability = durability
@@ -267,11 +286,14 @@ class Writer:
         self._wake.set()
         return op.future
 
-    async def checkpoint(self) -> None:
+    async def checkpoint(self, truncate: bool = False) -> None:
         """A PASSIVE checkpoint on the write connection, between two groups: with no write
-        under way it can copy the whole WAL back, and the next commit starts the WAL over."""
+        under way it can copy the whole WAL back, and the next commit starts the WAL over.
+        ``truncate``: a TRUNCATE checkpoint instead, which also cuts the WAL file to zero
+        bytes (giving its space back to a full disk)."""
         if self._closing or self._task is None or self._task.done():
             raise StoreError("the store's writer has stopped")
+        self._truncate = self._truncate or truncate
         done = asyncio.get_running_loop().create_future()
         self._checkpoints.append(done)
         self._wake.set()
@@ -297,12 +319,12 @@ class Writer:
             await self._wake.wait()
             self._wake.clear()
             await self._gather()
-            while self._pending or self._checkpoints:
+            while self._pending or self._checkpoints or self._checkpoint_due:
                 if self._pending:
                     ops = self._pending[:MAX_GROUP]
                     del self._pending[:MAX_GROUP]
                     await self._commit_group(ops)
-                if self._checkpoints:
+                if self._checkpoints or self._checkpoint_due:
                     await self._checkpoint()
             if self._closing:
                 return
@@ -336,22 +358,63 @@ class Writer:
     async def _commit_group(self, ops: list[Op]) -> None:
         # Any exception, not only sqlite3's: an operation that fails in some other way (a
         # bug) must fail its own caller, not stop the writer and leave every caller waiting.
+        ops = self._admitted(ops)
+        if not ops:
+            return
         try:
             tx = await self._commit(ops)
         except Exception as e:
             if len(ops) == 1:
-                _fail(ops[0], e, self._path)
+                self._fail(ops[0], e)
                 return
+            self._told(e)  # a full disk: sends in this group are refused, not retried
             # Isolate the failure: one bad operation must not fail its neighbours.
             for op in ops:
+                if not self._admitted([op]):
+                    continue
                 try:
                     tx = await self._commit([op])
                 except Exception as e1:
-                    _fail(op, e1, self._path)
+                    self._fail(op, e1)
                 else:
                     self._done(tx, [op])
             return
         self._done(tx, ops)
+
+    def _admitted(self, ops: list[Op]) -> list[Op]:
+        """``ops`` less those refused now (sends while the disk is full), which fail at
+        once without being tried: they would take the room kept for acks."""
+        refusal = self._refuse()
+        if refusal is None:
+            return ops
+        kept = []
+        for op in ops:
+            if op.grows:
+                if not op.future.done():
+                    op.future.set_exception(refusal)
+            else:
+                kept.append(op)
+        return kept
+
+    def _told(self, e: BaseException) -> StoreError | None:
+        """Tell the store of a driver error (it may mean the disk is full); the ocd error."""
+        if not isinstance(e, sqlite3.Error):
+            return None
+        err = translate(e, str(self._path), "database write")
+        self._on_error(err)
+        return err
+
+    def _fail(self, op: Op, e: Exception) -> None:
+        err = self._told(e)
+        if op.future.done():
+            return
+        if isinstance(e, OcdError):  # a rule the operation itself enforced (queue gone, ...)
+            op.future.set_exception(e)
+            return
+        if err is None:
+            log.error("a store operation failed", exc_info=e, extra={"event": "store_op_failed"})
+            err = translate(e, str(self._path), "database write")
+        op.future.set_exception(err)
 
     async def _commit(self, ops: list[Op]) -> Tx:
         """One transaction: inline on the loop when it is small and the disk has been fast,
@@ -383,11 +446,14 @@ class Writer:
 
     async def _checkpoint(self) -> None:
         waiting, self._checkpoints = self._checkpoints, []
+        mode = "TRUNCATE" if self._truncate else "PASSIVE"
+        self._truncate = self._checkpoint_due = False
         error: StoreError | None = None
         try:
-            await self.call(_checkpoint)
+            await self.call(_checkpoint, mode)
         except sqlite3.Error as e:
             error = translate(e, str(self._path), "WAL checkpoint")
+            self._on_error(error)
         for done in waiting:
             if done.done():
                 continue
@@ -397,11 +463,26 @@ class Writer:
                 done.set_exception(error)
 
     def _done(self, tx: Tx, ops: list[Op]) -> None:
+        """The group is committed: every caller hears success, whatever happens after."""
         self.commits += 1
-        self._after_commit(tx, ops)
+        try:
+            self._after_commit(tx, ops)
+        except Exception:  # a bug in the bookkeeping must not turn a commit into a failure
+            log.exception("after a commit", extra={"event": "store_op_failed"})
         for op in ops:
             if not op.future.done():
                 op.future.set_result(op.result)
+        if self._refuse() is not None:
+            # The disk is full: checkpoint after every group, so that the WAL starts over
+            # instead of growing into the room left. Claims and deletes of large messages
+            # rewrite their pages: draining a queue writes about twice its bytes.
+            self._checkpoint_due = True
+        elif self.wal_limit and (tx.delta or self.commits % 32 == 0):
+            # Checked here, not only by the store's checkpoint loop every half second:
+            # fast sends grow the WAL by tens of MB in that time, past what a full disk's
+            # reserve can take back.
+            if _size(self._wal) > self.wal_limit:
+                self._checkpoint_due = True
 
     def _run(self, conn: sqlite3.Connection, ops: list[Op]) -> Tx:
         """One transaction, on the writer's thread or, for a small group, the loop's."""
@@ -423,10 +504,20 @@ class Writer:
                 if not isinstance(op, Enqueue):
                     op.apply(tx)
             self._before_commit(tx)
-            conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            # A COMMIT that failed (a full disk, an I/O error) committed nothing: roll back
+            # what SQLite kept open, so that the failure the callers hear is the truth and
+            # the next group starts clean. Nothing after a COMMIT that succeeded can fail
+            # its callers (``_done``).
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             raise
         return tx
 
@@ -436,16 +527,12 @@ def _rows(op: Op) -> int:
     return INLINE_ROWS if op.most_rows is None else op.most_rows
 
 
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+def _checkpoint(conn: sqlite3.Connection, mode: str = "PASSIVE") -> None:
+    conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
 
 
-def _fail(op: Op, e: Exception, path: Path) -> None:
-    if op.future.done():
-        return
-    if isinstance(e, OcdError):  # a rule the operation itself enforced (queue gone, ...)
-        op.future.set_exception(e)
-        return
-    if not isinstance(e, sqlite3.Error):
-        log.error("a store operation failed", exc_info=e, extra={"event": "store_op_failed"})
-    op.future.set_exception(translate(e, str(path), "database write"))
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

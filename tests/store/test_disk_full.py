@@ -1,0 +1,99 @@
+"""The store on a full disk: sends refused up front, claims and acks going on, results that
+tell the truth. SQLite on a real small tmpfs (skipped, saying why, where none can be
+mounted); the ``full()`` contract on both backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ocd.errors import StoreFull
+from ocd.store import DeadLetter, LeaseKind, NewMessage, SqliteStore, Store
+from tests.acceptance.disk import CannotMount, small_filesystem
+from tests.store.conftest import T0
+
+BODY = b"x" * 20_000
+
+
+async def test_a_store_with_room_is_not_full(store: Store):
+    assert store.full() is None
+
+
+@pytest.fixture
+def volume(tmp_path: Path):
+    try:
+        with small_filesystem(tmp_path / "volume", 24) as v:
+            yield v
+    except CannotMount as e:
+        pytest.skip(str(e))
+
+
+async def fill_store(store: SqliteStore, queue: object) -> int:
+    sent = 0
+    while True:
+        batch = [NewMessage(f"m{sent + i}", "json", BODY, T0, T0) for i in range(10)]
+        try:
+            await store.enqueue(queue, batch)  # type: ignore[arg-type]
+        except StoreFull:
+            return sent
+        sent += 10
+
+
+async def test_on_a_full_disk_sends_are_refused_without_a_write_and_claims_and_acks_go_on(
+    volume: Path,
+):
+    store = SqliteStore(volume / "data", disk_reserve_bytes=4 * 2**20)
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        assert (volume / "data" / "scheduler.sqlite.reserve").exists()
+        sent = await fill_store(store, q)
+        reason = store.full()
+        assert reason is not None and str(volume / "data") in reason
+        assert not (volume / "data" / "scheduler.sqlite.reserve").exists()  # released
+        commits = store.commits
+        with pytest.raises(StoreFull, match="the disk is full"):
+            await store.enqueue(q, [NewMessage("late", "json", b"{}", T0, T0)])
+        assert store.commits == commits  # refused up front, not tried
+        drained = 0
+        while True:
+            claimed = await store.claim(q, 50, T0, T0 + 60_000, 5, DeadLetter(None), LeaseKind.PULL)
+            if not claimed.deliveries:
+                break
+            settled = await store.settle(
+                q, [d.seq for d in claimed.deliveries], [], [], DeadLetter(None), T0
+            )
+            assert settled.acked == len(claimed.deliveries)
+            drained += settled.acked
+        assert drained == sent  # every accepted send, and nothing refused, came out
+        assert store.backlog_count(q) == 0
+    finally:
+        await store.close()
+
+
+async def test_a_commit_is_reported_committed_even_when_the_bookkeeping_after_it_fails(
+    tmp_path: Path,
+):
+    store = SqliteStore(tmp_path / "data", disk_reserve_bytes=0)
+    await store.open(T0)
+
+    def broken(operations: int, on_loop: bool) -> None:
+        raise RuntimeError("a bug after COMMIT")
+
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        store.on_commit = broken
+        await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])  # does not raise
+        claimed = await store.claim(q, 10, T0, T0 + 60_000, 5, DeadLetter(None), LeaseKind.PULL)
+        assert [d.id for d in claimed.deliveries] == ["a"]  # committed, and said so
+    finally:
+        store.on_commit = None
+        await store.close()
+    again = SqliteStore(tmp_path / "data", disk_reserve_bytes=0)
+    await again.open(T0)
+    try:
+        q2 = again.queue("jobs")
+        assert q2 is not None and again.backlog_count(q2) == 1  # the send is on disk
+    finally:
+        await again.close()

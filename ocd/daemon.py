@@ -28,8 +28,8 @@ from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
 from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
 from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.ops import OpsRoutes
-from ocd.http.sqs.actions import SqsContext
 from ocd.http.sqs.app import SqsApp
+from ocd.http.sqs.context import SqsContext
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker

@@ -15,7 +15,8 @@ from typing import Any
 from aiohttp import web
 
 from ocd.errors import OcdError, StoreError
-from ocd.http.sqs.actions import ACTION_NAMES, Actions, SqsContext
+from ocd.http.sqs.actions import ACTIONS
+from ocd.http.sqs.context import Call, SqsContext
 from ocd.http.sqs.errors import SqsError
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def error_reply(e: SqsError) -> web.Response:
 
 class SqsApp:
     def __init__(self, ctx: SqsContext) -> None:
-        self.actions = Actions(ctx)
+        self.ctx = ctx
 
     def add_to(self, app: web.Application) -> None:
         app.router.add_post("/", self.handle)
@@ -61,7 +62,8 @@ class SqsApp:
             )
         target = request.headers.get("X-Amz-Target", "")
         op = target[len(TARGET_PREFIX) :] if target.startswith(TARGET_PREFIX) else ""
-        if op not in ACTION_NAMES:
+        action = ACTIONS.get(op)
+        if action is None:
             return error_reply(
                 SqsError(
                     "InvalidAction", f"The action {op or target} is not valid for this endpoint."
@@ -78,7 +80,7 @@ class SqsApp:
             )
         base = f"{request.scheme}://{request.host}"
         try:
-            out = await getattr(self.actions, op)(req, base)
+            out = await action(self.ctx, Call(req, base))
         except SqsError as e:
             return error_reply(e)
         except StoreError as e:

@@ -1,0 +1,279 @@
+"""The SQS message actions: send, receive, delete and change visibility, single and batch.
+Sends go through ``Producer``, receives, deletes and visibility changes through
+``PullService``."""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any
+
+from ocd.errors import QueueNotFound, QueueSendError
+from ocd.http.sqs import queues as q
+from ocd.http.sqs.context import Call, SqsContext, entries, failed, integer, string
+from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
+from ocd.http.sqs.md5 import md5_hex, md5_of_attributes
+from ocd.store import Delivery, QueueRecord
+
+MAX_BODY_BYTES = 262_144  # the producer's own limit applies too
+MAX_WAIT_S = 20
+# SQS's allowed body characters: #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000+
+_BAD_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+SYSTEM_ATTRIBUTES = (
+    "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
+    "SequenceNumber", "MessageDeduplicationId", "MessageGroupId",
+)  # fmt: skip
+CONTENT_TYPE_ATTRIBUTE = "ocd.contentType"
+
+
+def _check_send(queue: QueueRecord, entry: dict[str, Any]) -> tuple[Any, ...]:
+    body = entry.get("MessageBody")
+    if body is None:
+        raise missing("MessageBody")
+    if not isinstance(body, str) or not body:
+        raise invalid("The request must contain a non-empty message body.")
+    if _BAD_CHARS.search(body):
+        raise SqsError(
+            "InvalidMessageContents",
+            "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | "
+            "#x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+        )
+    if len(body.encode()) > MAX_BODY_BYTES:
+        raise invalid(
+            "One or more parameters are invalid. Reason: Message must be shorter than "
+            f"{MAX_BODY_BYTES} bytes."
+        )
+    if entry.get("MessageAttributes") or entry.get("MessageSystemAttributes"):
+        raise SqsError("UnsupportedOperation", "ocd does not keep message attributes yet.")
+    delay = integer(entry, "DelaySeconds", 0, q.MAX_DELAY_S, None)
+    group = entry.get("MessageGroupId")
+    dedup = entry.get("MessageDeduplicationId")
+    if queue.fifo:
+        if delay:
+            raise invalid(
+                f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request "
+                "include parameter that is not valid for this queue type."
+            )
+        if group is None:
+            raise missing("MessageGroupId")
+        if dedup is None and not queue.settings.content_based_deduplication:
+            raise invalid(
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly"
+            )
+        delay = None
+    elif dedup is not None:
+        raise invalid(
+            "Value for parameter MessageDeduplicationId is invalid. Reason: The request "
+            "includes a parameter that is not valid for this queue type."
+        )
+    # A message group id on a standard queue is accepted by SQS (fair queues) and ignored
+    return (body, "text", delay, group if queue.fifo else None, dedup)
+
+
+async def _send(
+    sqs: SqsContext, queue: QueueRecord, items: list[tuple[Any, ...]]
+) -> list[dict[str, Any]]:
+    try:
+        _, ids, sent = await sqs.producer.send_with_ids(queue, items)
+    except QueueSendError as e:
+        raise invalid(e.cause) from None
+    except QueueNotFound:
+        raise no_queue() from None
+    results = []
+    for i, item in enumerate(items):
+        r: dict[str, Any] = {
+            "MD5OfMessageBody": md5_hex(item[0].encode()),
+            "MessageId": _uuid(ids[i]),
+        }
+        if sent is not None:
+            r["MessageId"] = _uuid(sent[i].id)
+            r["SequenceNumber"] = f"{sent[i].sequence:020d}"
+        results.append(r)
+    return results
+
+
+async def send_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    item = _check_send(queue, call.params)
+    (r,) = await _send(sqs, queue, [item])
+    return r
+
+
+async def send_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    batch = entries(call.params)
+    total = sum(len(str(e.get("MessageBody", "")).encode()) for e in batch)
+    if total > MAX_BODY_BYTES:
+        raise SqsError(
+            "BatchRequestTooLong",
+            f"Batch requests cannot be longer than {MAX_BODY_BYTES} bytes. You have sent "
+            f"{total} bytes.",
+        )
+    good: list[tuple[str, tuple[Any, ...]]] = []
+    bad: list[dict[str, Any]] = []
+    for e in batch:
+        try:
+            good.append((e["Id"], _check_send(queue, e)))
+        except SqsError as err:
+            bad.append(failed(e["Id"], err))
+    out: dict[str, Any] = {}
+    if good:
+        results = await _send(sqs, queue, [item for _, item in good])
+        out["Successful"] = [{"Id": i, **r} for (i, _), r in zip(good, results, strict=True)]
+    if bad:
+        out["Failed"] = bad
+    return out
+
+
+async def receive_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    req = call.params
+    queue = await sqs.queue(req)
+    limit = integer(req, "MaxNumberOfMessages", 1, 10, 1) or 1
+    wait_s = integer(req, "WaitTimeSeconds", 0, MAX_WAIT_S, 0) or 0
+    consumer = sqs.consumer(queue)
+    vis_s = integer(req, "VisibilityTimeout", 0, q.MAX_VISIBILITY_S, None)
+    vis_ms = consumer.visibility_timeout_ms if vis_s is None else max(vis_s * 1000, 1)
+    names = set(req.get("AttributeNames") or []) | set(req.get("MessageSystemAttributeNames") or [])
+    wanted_attrs = set(SYSTEM_ATTRIBUTES) if "All" in names else names
+    msg_names = req.get("MessageAttributeNames") or []
+    pulled = await sqs.pull.pull(queue, consumer, limit, vis_ms, wait_s * 1000)
+    if not pulled.deliveries:
+        return {}
+    return {
+        "Messages": [_message(sqs, queue, d, wanted_attrs, msg_names) for d in pulled.deliveries]
+    }
+
+
+def _message(
+    sqs: SqsContext, queue: QueueRecord, d: Delivery, wanted: set[str], msg_names: list[str]
+) -> dict[str, Any]:
+    body, ctype_attr = sqs_body(d)
+    m: dict[str, Any] = {
+        "MessageId": _uuid(d.id),
+        "ReceiptHandle": sqs.pull.lease_id(queue, d),
+        "MD5OfBody": md5_hex(body.encode()),
+        "Body": body,
+    }
+    system = {
+        "SenderId": q.LOCAL_ACCOUNT_ID,
+        "SentTimestamp": str(d.sent_ms),
+        "ApproximateReceiveCount": str(d.attempts),
+    }
+    if d.group is not None:
+        system["MessageGroupId"] = d.group
+    if d.sequence is not None:
+        system["SequenceNumber"] = f"{d.sequence:020d}"
+    if d.dedup is not None:
+        system["MessageDeduplicationId"] = d.dedup
+    attrs = {k: v for k, v in system.items() if k in wanted}
+    if attrs:
+        m["Attributes"] = attrs
+    if ctype_attr is not None and _wants(msg_names, CONTENT_TYPE_ATTRIBUTE):
+        mattrs = {CONTENT_TYPE_ATTRIBUTE: {"DataType": "String", "StringValue": ctype_attr}}
+        m["MessageAttributes"] = mattrs
+        m["MD5OfMessageAttributes"] = md5_of_attributes(mattrs)
+    return m
+
+
+async def _delete(sqs: SqsContext, queue: QueueRecord, handles: list[str]) -> dict[str, str]:
+    try:
+        result = await sqs.pull.ack(queue, sqs.consumer(queue), handles, [])
+    except QueueNotFound:
+        raise no_queue() from None
+    return result.warnings
+
+
+async def delete_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    handle = string(call.params, "ReceiptHandle")
+    if await _delete(sqs, queue, [handle]):
+        raise _bad_handle(handle)
+    return {}
+
+
+async def delete_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    batch = entries(call.params)
+    handles = [str(e.get("ReceiptHandle", "")) for e in batch]
+    warnings = await _delete(sqs, queue, handles)
+    pairs = list(zip(batch, handles, strict=True))
+    ok = [{"Id": e["Id"]} for e, h in pairs if h not in warnings]
+    bad = [failed(e["Id"], _bad_handle(h)) for e, h in pairs if h in warnings]
+    out: dict[str, Any] = {}
+    if ok:
+        out["Successful"] = ok
+    if bad:
+        out["Failed"] = bad
+    return out
+
+
+async def change_message_visibility(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    req = call.params
+    queue = await sqs.queue(req)
+    handle = string(req, "ReceiptHandle")
+    if req.get("VisibilityTimeout") is None:
+        raise missing("VisibilityTimeout")
+    vis = integer(req, "VisibilityTimeout", 0, q.MAX_VISIBILITY_S, 0) or 0
+    if await sqs.pull.change_visibility(queue, [(handle, vis * 1000)]):
+        raise _bad_handle(handle)
+    return {}
+
+
+async def change_message_visibility_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    batch = entries(call.params)
+    changes: list[tuple[str, int]] = []
+    bad: list[dict[str, Any]] = []
+    ok: list[dict[str, Any]] = []
+    for e in batch:
+        try:
+            vis = integer(e, "VisibilityTimeout", 0, q.MAX_VISIBILITY_S, 0) or 0
+        except SqsError as err:
+            bad.append(failed(e["Id"], err))
+            continue
+        changes.append((str(e.get("ReceiptHandle", "")), vis * 1000))
+        ok.append({"Id": e["Id"]})
+    stale = await sqs.pull.change_visibility(queue, changes)
+    pairs = list(zip(ok, changes, strict=True))
+    good = [o for o, (h, _) in pairs if h not in stale]
+    bad += [failed(o["Id"], _bad_handle(h)) for o, (h, _) in pairs if h in stale]
+    out: dict[str, Any] = {}
+    if good:
+        out["Successful"] = good
+    if bad:
+        out["Failed"] = bad
+    return out
+
+
+def _wants(names: list[str], name: str) -> bool:
+    for n in names:
+        if n in ("All", ".*", name) or (n.endswith(".*") and name.startswith(n[:-1])):
+            return True
+    return False
+
+
+def _uuid(hex32: str) -> str:
+    """ocd's 32-hex message id in the UUID form SQS clients expect."""
+    h = hex32
+    if len(h) != 32:
+        return h
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _bad_handle(handle: object) -> SqsError:
+    return SqsError(
+        "ReceiptHandleIsInvalid",
+        f'The input receipt handle "{handle}" is not a valid receipt handle.',
+    )
+
+
+def sqs_body(d: Delivery) -> tuple[str, str | None]:
+    """The SQS body of a stored message and, for binary ones, the ``ocd.contentType``
+    attribute naming its Cloudflare content type."""
+    if d.content_type in ("text", "json"):
+        try:
+            return d.body.decode("utf-8"), None
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(d.body).decode(), d.content_type

@@ -1,0 +1,163 @@
+"""The SQS queue actions: create, find, list, delete, attributes, purge, dead-letter
+sources, tags and permissions. Queue administration goes through ``Admin``."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from ocd.errors import QueueExists, QueueInUse, QueueNotFound
+from ocd.http.sqs import attributes
+from ocd.http.sqs import queues as q
+from ocd.http.sqs.context import Call, SqsContext, integer, string
+from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
+from ocd.store import QueueSettings
+
+PURGE_INTERVAL_MS = 60_000
+
+
+async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    req = call.params
+    name = q.check_name(string(req, "QueueName"))
+    attrs = req.get("Attributes") or {}
+    if isinstance(attrs, dict) and str(attrs.get("FifoQueue", "")).lower() == "true":
+        if not name.endswith(".fifo"):
+            raise SqsError(
+                "InvalidParameterValueException",
+                "The name of a FIFO queue can only include alphanumeric characters, "
+                "hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.",
+            )
+    if req.get("tags"):
+        raise SqsError("UnsupportedOperation", "ocd does not keep queue tags yet.")
+    wanted = q.parse_attributes(name, attrs, QueueSettings(), creating=True)
+    existing = await sqs.store.lookup(name, "local")
+    if existing is not None:
+        attributes.check_same(sqs, existing, wanted)
+        return {"QueueUrl": sqs.url(call.base, existing)}
+    try:
+        queue = await sqs.admin.create_queue("local", name, wanted.settings)
+    except QueueExists:  # made by another request a moment ago
+        made = await sqs.store.lookup(name, "local")
+        if made is None:
+            raise no_queue() from None
+        attributes.check_same(sqs, made, wanted)
+        return {"QueueUrl": sqs.url(call.base, made)}
+    try:
+        await attributes.apply_consumer(sqs, queue, wanted)
+    except SqsError:
+        await sqs.admin.delete_queue(queue)
+        raise
+    return {"QueueUrl": sqs.url(call.base, queue)}
+
+
+async def get_queue_url(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    name = string(call.params, "QueueName")
+    owner = call.params.get("QueueOwnerAWSAccountId")
+    if owner is not None and owner not in q.ACCOUNTS:
+        raise no_queue()
+    found = await sqs.store.lookup(name, "local")
+    if found is None:
+        raise no_queue()
+    return {"QueueUrl": sqs.url(call.base, found)}
+
+
+def _page(sqs: SqsContext, call: Call, names: list[str], key: str, always: bool) -> dict[str, Any]:
+    """A page of queue URLs from sorted ``names`` (MaxResults, NextToken: the last name)."""
+    limit = integer(call.params, "MaxResults", 1, 1000, None)
+    token = string(call.params, "NextToken", required=False)
+    if token:
+        try:
+            after = base64.urlsafe_b64decode(token.encode()).decode()
+        except ValueError:
+            raise invalid("Invalid NextToken") from None
+        names = [n for n in names if n > after]
+    page = names[: limit or 1000]
+    out: dict[str, Any] = {}
+    if page or always:
+        out[key] = [sqs.url_of(call.base, n) for n in page]
+    if limit is not None and len(names) > limit:
+        out["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
+    return out
+
+
+async def list_queues(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    prefix = string(call.params, "QueueNamePrefix", required=False) or ""
+    names = sorted(
+        x.name for x in sqs.store.queues() if x.account == "local" and x.name.startswith(prefix)
+    )
+    return _page(sqs, call, names, "QueueUrls", always=False)
+
+
+async def delete_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    try:
+        await sqs.admin.delete_queue(queue)
+    except QueueInUse as e:
+        raise SqsError("InvalidParameterValueException", str(e)) from None
+    except QueueNotFound:
+        raise no_queue() from None
+    return {}
+
+
+async def get_queue_attributes(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    names = call.params.get("AttributeNames") or []
+    if not isinstance(names, list):
+        raise invalid("AttributeNames must be a list")
+    for n in names:
+        if n != "All" and n not in q.ALL_ATTRIBUTES:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {n}.")
+    wanted = set(q.ALL_ATTRIBUTES) if "All" in names else set(names)
+    if not wanted:
+        return {}
+    attrs = await attributes.view(sqs, queue)
+    out = {k: v for k, v in attrs.items() if k in wanted}
+    return {"Attributes": out} if out else {}
+
+
+async def set_queue_attributes(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    if call.params.get("Attributes") is None:
+        raise missing("Attributes")
+    wanted = q.parse_attributes(
+        queue.name, call.params["Attributes"], queue.settings, creating=False
+    )
+    try:
+        if wanted.settings != queue.settings:
+            queue = await sqs.admin.change_queue(queue, wanted.settings)
+        await attributes.apply_consumer(sqs, queue, wanted)
+    except QueueNotFound:
+        raise no_queue() from None
+    return {}
+
+
+async def purge_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    queue = await sqs.queue(call.params)
+    now = sqs.clock()
+    last = queue.purged_ms or sqs.purges.get(queue.queue_id)
+    if last is not None and now - last < PURGE_INTERVAL_MS:
+        raise SqsError(
+            "PurgeQueueInProgress",
+            f"Only one PurgeQueue operation on {queue.name} is allowed every 60 seconds.",
+        )
+    sqs.purges[queue.queue_id] = now
+    await sqs.admin.purge(queue)
+    return {}
+
+
+async def list_dead_letter_source_queues(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    dlq = await sqs.queue(call.params)
+    sources = []
+    for other in sqs.store.queues():
+        if other.account != dlq.account:
+            continue
+        _, redrive = q.consumer_view(sqs.store.pull_consumer(other))
+        if redrive is not None and redrive[0] == dlq.name:
+            sources.append(other.name)
+    sources.sort()
+    return _page(sqs, call, sources, "queueUrls", always=True)
+
+
+async def list_queue_tags(sqs: SqsContext, call: Call) -> dict[str, Any]:
+    await sqs.queue(call.params)
+    return {}

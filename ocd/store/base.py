@@ -24,6 +24,9 @@ The rules every backend keeps:
 - **Dead-letter moves** keep a message's id, body and send timestamp, put it in the
   dead-letter queue ready now, and reset its attempts to 0. Without a dead-letter queue (or
   when it no longer exists) the message is deleted.
+- **Attributes** (``NewMessage.attrs``) are an opaque blob the store keeps with its
+  message wherever it goes (claims, peeks, dead-letter moves, redrives, ``migrate-store``)
+  and never reads; they do not count in a backlog's bytes.
 - **Acks** delete. A seq named with the wrong queue (it moved to a dead-letter queue since)
   touches nothing: every statement by seq also names the queue.
 - **Catalogue**: ``queues``, ``queue``, ``queue_by_id`` and ``pull_consumer`` are answered
@@ -129,6 +132,9 @@ class NewMessage(NamedTuple):
     visible_ms: int
     group: str | None = None  # FIFO: the message group (required there, absent elsewhere)
     dedup: str | None = None  # FIFO: the deduplication id (explicit or the body's SHA-256)
+    # Opaque to the store (the SQS endpoint's message and system attributes, as JSON): kept
+    # with the message through claims, dead-letter moves, redrives and ``migrate-store``.
+    attrs: bytes | None = None
 
 
 class Delivery(NamedTuple):
@@ -144,6 +150,7 @@ class Delivery(NamedTuple):
     group: str | None = None  # FIFO queues: message group, sequence number, deduplication id
     sequence: int | None = None
     dedup: str | None = None
+    attrs: bytes | None = None  # as sent (``NewMessage.attrs``)
 
 
 class FifoSent(NamedTuple):

@@ -26,6 +26,7 @@ class StoredMessage(NamedTuple):
     group: str | None = None  # FIFO queues: group, deduplication id, sequence number
     dedup: str | None = None
     sequence: int | None = None
+    attrs: bytes | None = None  # the SQS endpoint's message attributes, as stored
 
 
 class StoredDedup(NamedTuple):

@@ -533,6 +533,17 @@ async def test_shapes_match_botocores_model(sqs: SqsDaemon) -> None:
     await call("GetQueueAttributes", {"QueueUrl": furl, "AttributeNames": ["All"]})
     await call("SetQueueAttributes", {"QueueUrl": url, "Attributes": {"VisibilityTimeout": "10"}})
     await call("SendMessage", {"QueueUrl": url, "MessageBody": "x"})
+    await call(
+        "SendMessage",
+        {
+            "QueueUrl": url,
+            "MessageBody": "x",
+            "MessageAttributes": {"a": {"DataType": "Binary", "BinaryValue": "AAE="}},
+            "MessageSystemAttributes": {
+                "AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-abc"}
+            },
+        },
+    )
     await call("SendMessage", {"QueueUrl": furl, "MessageBody": "x", "MessageGroupId": "g"})
     await call(
         "SendMessageBatch",

@@ -5,10 +5,10 @@ Sends go through ``Producer``, receives, deletes and visibility changes through
 from __future__ import annotations
 
 import base64
-import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from ocd.errors import QueueNotFound, QueueSendError
+from ocd.http.sqs import message_attributes as ma
 from ocd.http.sqs import queues as q
 from ocd.http.sqs.context import Call, SqsContext, entries, failed, integer, string
 from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
@@ -17,34 +17,43 @@ from ocd.store import Delivery, QueueRecord
 
 MAX_BODY_BYTES = 262_144  # the producer's own limit applies too
 MAX_WAIT_S = 20
-# SQS's allowed body characters: #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000+
-_BAD_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 SYSTEM_ATTRIBUTES = (
     "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
-    "SequenceNumber", "MessageDeduplicationId", "MessageGroupId",
+    "SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader",
 )  # fmt: skip
 CONTENT_TYPE_ATTRIBUTE = "ocd.contentType"
 
 
-def _check_send(queue: QueueRecord, entry: dict[str, Any]) -> tuple[Any, ...]:
+class Outgoing(NamedTuple):
+    """One message to send, checked: the producer's item and its attributes."""
+
+    item: tuple[Any, ...]  # (body, content type, delay, group, dedup)
+    attrs: ma.Parsed
+
+    @property
+    def size(self) -> int:
+        return len(self.item[0].encode()) + self.attrs.size
+
+
+def _check_send(queue: QueueRecord, entry: dict[str, Any]) -> Outgoing:
     body = entry.get("MessageBody")
     if body is None:
         raise missing("MessageBody")
     if not isinstance(body, str) or not body:
         raise invalid("The request must contain a non-empty message body.")
-    if _BAD_CHARS.search(body):
+    if ma.BAD_CHARS.search(body):
         raise SqsError(
             "InvalidMessageContents",
             "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | "
             "#x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
         )
-    if len(body.encode()) > MAX_BODY_BYTES:
+    attrs = ma.parse(entry)
+    # attributes (names, types and values) count toward the message size, as on SQS
+    if len(body.encode()) + attrs.size > MAX_BODY_BYTES:
         raise invalid(
             "One or more parameters are invalid. Reason: Message must be shorter than "
             f"{MAX_BODY_BYTES} bytes."
         )
-    if entry.get("MessageAttributes") or entry.get("MessageSystemAttributes"):
-        raise SqsError("UnsupportedOperation", "ocd does not keep message attributes yet.")
     delay = integer(entry, "DelaySeconds", 0, q.MAX_DELAY_S, None)
     group = entry.get("MessageGroupId")
     dedup = entry.get("MessageDeduplicationId")
@@ -68,23 +77,26 @@ def _check_send(queue: QueueRecord, entry: dict[str, Any]) -> tuple[Any, ...]:
             "includes a parameter that is not valid for this queue type."
         )
     # A message group id on a standard queue is accepted by SQS (fair queues) and ignored
-    return (body, "text", delay, group if queue.fifo else None, dedup)
+    return Outgoing((body, "text", delay, group if queue.fifo else None, dedup), attrs)
 
 
-async def _send(
-    sqs: SqsContext, queue: QueueRecord, items: list[tuple[Any, ...]]
-) -> list[dict[str, Any]]:
+async def _send(sqs: SqsContext, queue: QueueRecord, out: list[Outgoing]) -> list[dict[str, Any]]:
+    items = [o.item for o in out]
+    blobs = [o.attrs.blob for o in out]
     try:
-        _, ids, sent = await sqs.producer.send_with_ids(queue, items)
+        _, ids, sent = await sqs.producer.send_with_ids(
+            queue, items, attrs=blobs if any(blobs) else None
+        )
     except QueueSendError as e:
         raise invalid(e.cause) from None
     except QueueNotFound:
         raise no_queue() from None
     results = []
-    for i, item in enumerate(items):
+    for i, o in enumerate(out):
         r: dict[str, Any] = {
-            "MD5OfMessageBody": md5_hex(item[0].encode()),
+            "MD5OfMessageBody": md5_hex(o.item[0].encode()),
             "MessageId": _uuid(ids[i]),
+            **o.attrs.md5s(),
         }
         if sent is not None:
             r["MessageId"] = _uuid(sent[i].id)
@@ -103,23 +115,27 @@ async def send_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
 async def send_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
     queue = await sqs.queue(call.params)
     batch = entries(call.params)
-    total = sum(len(str(e.get("MessageBody", "")).encode()) for e in batch)
+    good: list[tuple[str, Outgoing]] = []
+    bad: list[dict[str, Any]] = []
+    total = 0
+    for e in batch:
+        try:
+            o = _check_send(queue, e)
+        except SqsError as err:
+            bad.append(failed(e["Id"], err))
+            total += len(str(e.get("MessageBody", "")).encode())
+            continue
+        good.append((e["Id"], o))
+        total += o.size
     if total > MAX_BODY_BYTES:
         raise SqsError(
             "BatchRequestTooLong",
             f"Batch requests cannot be longer than {MAX_BODY_BYTES} bytes. You have sent "
             f"{total} bytes.",
         )
-    good: list[tuple[str, tuple[Any, ...]]] = []
-    bad: list[dict[str, Any]] = []
-    for e in batch:
-        try:
-            good.append((e["Id"], _check_send(queue, e)))
-        except SqsError as err:
-            bad.append(failed(e["Id"], err))
     out: dict[str, Any] = {}
     if good:
-        results = await _send(sqs, queue, [item for _, item in good])
+        results = await _send(sqs, queue, [o for _, o in good])
         out["Successful"] = [{"Id": i, **r} for (i, _), r in zip(good, results, strict=True)]
     if bad:
         out["Failed"] = bad
@@ -137,6 +153,8 @@ async def receive_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
     names = set(req.get("AttributeNames") or []) | set(req.get("MessageSystemAttributeNames") or [])
     wanted_attrs = set(SYSTEM_ATTRIBUTES) if "All" in names else names
     msg_names = req.get("MessageAttributeNames") or []
+    if not isinstance(msg_names, list) or not all(isinstance(n, str) for n in msg_names):
+        raise invalid("MessageAttributeNames must be a list of names.")
     pulled = await sqs.pull.pull(queue, consumer, limit, vis_ms, wait_s * 1000)
     if not pulled.deliveries:
         return {}
@@ -166,11 +184,18 @@ def _message(
         system["SequenceNumber"] = f"{d.sequence:020d}"
     if d.dedup is not None:
         system["MessageDeduplicationId"] = d.dedup
+    user, sent_system = ma.load(d.attrs)
+    trace = sent_system.get("AWSTraceHeader")
+    if trace is not None and "StringValue" in trace:
+        system["AWSTraceHeader"] = trace["StringValue"]
     attrs = {k: v for k, v in system.items() if k in wanted}
     if attrs:
         m["Attributes"] = attrs
-    if ctype_attr is not None and _wants(msg_names, CONTENT_TYPE_ATTRIBUTE):
-        mattrs = {CONTENT_TYPE_ATTRIBUTE: {"DataType": "String", "StringValue": ctype_attr}}
+    if ctype_attr is not None:
+        user[CONTENT_TYPE_ATTRIBUTE] = {"DataType": "String", "StringValue": ctype_attr}
+    # the MD5 covers the attributes returned, not all that were sent (as SQS and the SDKs)
+    mattrs = {k: v for k, v in user.items() if ma.wanted(msg_names, k)}
+    if mattrs:
         m["MessageAttributes"] = mattrs
         m["MD5OfMessageAttributes"] = md5_of_attributes(mattrs)
     return m
@@ -244,13 +269,6 @@ async def change_message_visibility_batch(sqs: SqsContext, call: Call) -> dict[s
     if bad:
         out["Failed"] = bad
     return out
-
-
-def _wants(names: list[str], name: str) -> bool:
-    for n in names:
-        if n in ("All", ".*", name) or (n.endswith(".*") and name.startswith(n[:-1])):
-            return True
-    return False
 
 
 def _uuid(hex32: str) -> str:

@@ -100,6 +100,7 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
                     m.group,
                     m.dedup,
                     m.sequence,
+                    m.attrs,
                 )
             )
             counts[key][0] += 1

@@ -661,12 +661,14 @@ class PostgresStore:
             deliveries: list[Delivery] = []
             spent: list[int] = []
             exhausted: list[str] = []
-            for seq, mid, ctype, body, sent_ms, attempts in rows:
+            for seq, mid, ctype, body, sent_ms, attempts, attrs in rows:
                 if attempts > max_attempts:
                     spent.append(seq)
                     exhausted.append(mid)
                 else:
-                    deliveries.append(Delivery(seq, mid, ctype, body, sent_ms, attempts, lease))
+                    deliveries.append(
+                        Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, attrs=attrs)
+                    )
             if spent:
                 # Leased to us by the claim, so no one else can touch them meanwhile.
                 async with c.transaction():
@@ -894,8 +896,8 @@ class PostgresStore:
         async with self._db("read") as c:
             rows = await c.fetch(sql.PEEK, queue.key, now_ms, limit)
         return [
-            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup)
-            for seq, mid, ct, body, sent, att, grp, fseq, dedup in rows
+            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup, attrs)
+            for seq, mid, ct, body, sent, att, grp, fseq, dedup, attrs in rows
         ]
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:

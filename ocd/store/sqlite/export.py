@@ -55,7 +55,8 @@ def _messages(conn: sqlite3.Connection) -> Iterator[list[StoredMessage]]:
     while True:
         rows = conn.execute(
             "SELECT m.seq, q.queue_id, m.id, m.content_type, m.body, m.sent_ms, m.visible_ms, "
-            "m.attempts, m.grp, m.dedup, m.fseq FROM messages m JOIN queues q ON q.key = m.queue "
+            "m.attempts, m.grp, m.dedup, m.fseq, m.attrs FROM messages m "
+            "JOIN queues q ON q.key = m.queue "
             "WHERE m.seq > ? ORDER BY m.seq LIMIT ?",
             (after, CHUNK),
         ).fetchall()
@@ -63,6 +64,19 @@ def _messages(conn: sqlite3.Connection) -> Iterator[list[StoredMessage]]:
             return
         after = rows[-1][0]
         yield [
-            StoredMessage(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], r[6], r[7], r[8], r[9], r[10])
+            StoredMessage(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                bytes(r[4]),
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                r[10],
+                None if r[11] is None else bytes(r[11]),
+            )
             for r in rows
         ]

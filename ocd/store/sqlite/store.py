@@ -580,12 +580,14 @@ class SqliteStore:
             deliveries: list[Delivery] = []
             spent: list[int] = []
             exhausted: list[str] = []
-            for seq, mid, ctype, body, sent_ms, attempts in rows:
+            for seq, mid, ctype, body, sent_ms, attempts, attrs in rows:
                 if attempts > max_attempts:
                     spent.append(seq)
                     exhausted.append(mid)
                 else:
-                    deliveries.append(Delivery(seq, mid, ctype, body, sent_ms, attempts, lease))
+                    deliveries.append(
+                        Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, attrs=attrs)
+                    )
             if spent:
                 self._dead_letter(tx, queue, spent, dead_letter, now_ms)
             deliveries.sort(key=lambda d: d.seq)
@@ -806,8 +808,8 @@ class SqliteStore:
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
         return [
-            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup)
-            for seq, mid, ct, body, sent, att, grp, fseq, dedup in rows
+            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup, attrs)
+            for seq, mid, ct, body, sent, att, grp, fseq, dedup, attrs in rows
         ]
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:

@@ -119,6 +119,16 @@ class PullConsumer:
     retry_delay_s: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class QueueExtras:
+    """What the SQS endpoint keeps for a queue beyond ocd's own settings: its tags, and
+    the SQS attributes that map onto none of them (``Policy``, ``RedriveAllowPolicy``,
+    ``ReceiveMessageWaitTimeSeconds``, ``MaximumMessageSize``, ...). Opaque to the store."""
+
+    sqs_attrs: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
 # The value types made once per message are NamedTuples, not frozen dataclasses: as
 # immutable, and built in a third of the time (0.4 µs against 1.1), which each message of a
 # batch pays.
@@ -469,3 +479,14 @@ class Store(Protocol):
         time kept, attempts reset to 0, ready now, any lease dropped; one transaction, with
         the backlog counts of both queues kept. Seqs no longer in ``source`` are skipped.
         Returns how many moved."""
+
+    # ------------------------------------------------------------ SQS queue extras (appended)
+
+    async def queue_extras(self, queue: QueueRecord) -> QueueExtras:
+        """The queue's tags and SQS attributes as last set (empty ones for a new queue);
+        read from the database, so a change made on another node is seen at once. Not in
+        the catalogue: only the SQS endpoint reads them. Deleting the queue deletes them."""
+
+    async def set_queue_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
+        """Replace the queue's tags and SQS attributes, durably; ``QueueNotFound`` if the
+        queue was deleted."""

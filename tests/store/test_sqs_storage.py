@@ -3,6 +3,8 @@ attributes blob (kept wherever the message goes) and a queue's tags and SQS attr
 
 from __future__ import annotations
 
+import pytest
+
 from ocd.store import DeadLetter, NewMessage, QueueSettings
 from tests.store.conftest import T0
 
@@ -78,5 +80,49 @@ async def test_migrate_store_copies_message_attributes(tmp_path, pg_dsn):
         assert jobs is not None
         got = (await pg.claim(jobs, 10, T0, T0 + 1000, 5, NO_DLQ)).deliveries
         assert [d.attrs for d in got] == [ATTRS, None]
+    finally:
+        await pg.close()
+
+
+async def test_queue_extras_are_kept_replaced_and_go_with_the_queue(open_store):
+    from ocd.errors import QueueNotFound
+    from ocd.store import QueueExtras
+
+    s = await open_store()
+    q = await s.ensure_queue("jobs", "local", None, T0)
+    assert await s.queue_extras(q) == QueueExtras()
+    extras = QueueExtras({"Policy": '{"Version":"2012-10-17"}'}, {"team": "ops", "é": "ü"})
+    await s.set_queue_extras(q, extras)
+    await s.close()
+    s = await open_store()
+    q = s.queue("jobs")
+    assert q is not None and await s.queue_extras(q) == extras
+    await s.set_queue_extras(q, QueueExtras(tags={"team": "dev"}))
+    assert await s.queue_extras(q) == QueueExtras({}, {"team": "dev"})
+    await s.delete_queue(q)
+    with pytest.raises(QueueNotFound):
+        await s.set_queue_extras(q, extras)
+    again = await s.ensure_queue("jobs", "local", None, T0)
+    assert await s.queue_extras(again) == QueueExtras()  # a new queue of the name starts empty
+
+
+async def test_migrate_store_copies_queue_extras(tmp_path, pg_dsn):
+    from ocd.store import QueueExtras, SqliteStore
+    from ocd.store.postgres import PostgresStore
+    from ocd.store.transfer import sqlite_to_postgres
+
+    s = SqliteStore(tmp_path / "data")
+    await s.open(T0)
+    q = await s.ensure_queue("jobs", "local", None, T0)
+    await s.ensure_queue("plain", "local", None, T0)
+    extras = QueueExtras({"ReceiveMessageWaitTimeSeconds": "5"}, {"a": "b"})
+    await s.set_queue_extras(q, extras)
+    await s.close()
+    await sqlite_to_postgres(tmp_path / "data", pg_dsn, T0, force=False)
+    pg = PostgresStore(pg_dsn)
+    await pg.open(T0)
+    try:
+        assert await pg.queue_extras(pg.queue("jobs")) == extras
+        assert await pg.queue_extras(pg.queue("plain")) == QueueExtras()
     finally:
         await pg.close()

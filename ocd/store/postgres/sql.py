@@ -706,6 +706,8 @@ INSERT INTO ocd_queues (account, name, queue_id, created_ms, modified_ms,
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING key
 """
+QUEUE_EXTRAS = "SELECT sqs_attrs, tags FROM ocd_queues WHERE key = $1"
+SET_QUEUE_EXTRAS = "UPDATE ocd_queues SET sqs_attrs = $2, tags = $3 WHERE key = $1"
 COPY_META = """
 INSERT INTO ocd_meta (key, value) VALUES ($1, $2)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value

@@ -54,6 +54,7 @@ from ocd.store.base import (
     NewMessage,
     NotReady,
     PullConsumer,
+    QueueExtras,
     QueueRecord,
     QueueSettings,
     Ready,
@@ -65,7 +66,14 @@ from ocd.store.postgres import fifo, sql
 from ocd.store.postgres.errors import is_driver_error, translate, translating
 from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
-from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row, settings_row
+from ocd.store.rows import (
+    consumer_from_row,
+    consumer_settings,
+    extras_from_row,
+    extras_row,
+    queue_from_row,
+    settings_row,
+)
 
 log = logging.getLogger(__name__)
 
@@ -1023,6 +1031,20 @@ class PostgresStore:
                 await fifo.refresh(c, source.key, groups)
         self._notify(dest.key)
         return moved
+
+    # ---------------------------------------------------------------- SQS queue extras
+
+    async def queue_extras(self, queue: QueueRecord) -> QueueExtras:
+        async with self._db("read") as c:
+            row = await c.fetchrow(sql.QUEUE_EXTRAS, queue.key)
+        return QueueExtras() if row is None else extras_from_row(row[0], row[1])
+
+    async def set_queue_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
+        async with self._db("write", queue) as c, c.transaction():
+            await self._durable(c)
+            status = await c.execute(sql.SET_QUEUE_EXTRAS, queue.key, *extras_row(extras))
+        if _rowcount(status) == 0:
+            raise QueueNotFound(queue.name)
 
 
 def _rowcount(status: str) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ocd.errors import StoreError
 from ocd.store.dump import Dump, StoredDedup, StoredMessage
+from ocd.store.rows import extras_from_row
 from ocd.store.sqlite.store import DB_NAME, SqliteStore
 
 CHUNK = 2000
@@ -43,7 +44,14 @@ async def export(data_dir: Path, now_ms: int) -> AsyncIterator[Dump]:
                     (now_ms,),
                 )
             ]
-            yield Dump(queues, consumers, secrets, count, _messages(conn), sequences, dedup)
+            extras = {
+                qid: extras_from_row(a, t)
+                for qid, a, t in conn.execute(
+                    "SELECT queue_id, sqs_attrs, tags FROM queues "
+                    "WHERE sqs_attrs IS NOT NULL OR tags IS NOT NULL"
+                )
+            }
+            yield Dump(queues, consumers, secrets, count, _messages(conn), sequences, dedup, extras)
         finally:
             conn.close()
     finally:

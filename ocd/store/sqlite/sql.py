@@ -124,6 +124,9 @@ DELETE_QUEUE = "DELETE FROM queues WHERE key = ?"
 
 MARK_PURGED = "UPDATE queues SET purged_ms = ? WHERE key = ?"
 
+QUEUE_EXTRAS = "SELECT sqs_attrs, tags FROM queues WHERE key = ?"
+SET_QUEUE_EXTRAS = "UPDATE queues SET sqs_attrs = ?, tags = ? WHERE key = ?"
+
 SELECT_CONSUMERS = """
 SELECT key, queue, consumer_id, created_ms, dead_letter_queue, settings FROM consumers
 """

@@ -45,6 +45,7 @@ from ocd.store.base import (
     NewMessage,
     NotReady,
     PullConsumer,
+    QueueExtras,
     QueueRecord,
     QueueSettings,
     Ready,
@@ -52,7 +53,14 @@ from ocd.store.base import (
     Searched,
     Settled,
 )
-from ocd.store.rows import consumer_from_row, consumer_settings, queue_from_row, settings_row
+from ocd.store.rows import (
+    consumer_from_row,
+    consumer_settings,
+    extras_from_row,
+    extras_row,
+    queue_from_row,
+    settings_row,
+)
 from ocd.store.sqlite import fifo, sql
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.writer import (
@@ -973,6 +981,24 @@ class SqliteStore:
 
         result: int = await self._submit(Call(move, most_rows=len(seqs)))
         return result
+
+    # ---------------------------------------------------------------- SQS queue extras
+
+    async def queue_extras(self, queue: QueueRecord) -> QueueExtras:
+        assert self._r is not None
+        try:
+            rows = await read_all(self._r, sql.QUEUE_EXTRAS, (queue.key,))
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        return extras_from_row(*rows[0]) if rows else QueueExtras()
+
+    async def set_queue_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
+        def put(tx: Tx) -> None:
+            cur = tx.conn.execute(sql.SET_QUEUE_EXTRAS, (*extras_row(extras), queue.key))
+            if cur.rowcount == 0:
+                raise QueueNotFound(queue.name)
+
+        await self._submit(Call(put))
 
     # ---------------------------------------------------------------- cron triggers
 

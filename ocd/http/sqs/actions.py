@@ -14,6 +14,7 @@ from typing import Any
 
 from ocd.http.sqs import message_actions as m
 from ocd.http.sqs import queue_actions as qa
+from ocd.http.sqs import queue_extras as qx
 from ocd.http.sqs.context import Call, SqsContext
 from ocd.http.sqs.errors import SqsError
 
@@ -33,11 +34,11 @@ ACTIONS: dict[str, Action] = {
     "SetQueueAttributes": qa.set_queue_attributes,
     "PurgeQueue": qa.purge_queue,
     "ListDeadLetterSourceQueues": qa.list_dead_letter_source_queues,
-    "TagQueue": unsupported,
-    "UntagQueue": unsupported,
-    "ListQueueTags": qa.list_queue_tags,
-    "AddPermission": unsupported,
-    "RemovePermission": unsupported,
+    "TagQueue": qx.tag_queue,
+    "UntagQueue": qx.untag_queue,
+    "ListQueueTags": qx.list_queue_tags,
+    "AddPermission": qx.add_permission,
+    "RemovePermission": qx.remove_permission,
     "SendMessage": m.send_message,
     "SendMessageBatch": m.send_message_batch,
     "ReceiveMessage": m.receive_message,

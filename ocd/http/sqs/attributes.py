@@ -95,6 +95,7 @@ def check_same(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) -> None:
 async def view(sqs: SqsContext, queue: QueueRecord) -> dict[str, str]:
     """Every attribute GetQueueAttributes can show for the queue."""
     s = queue.settings
+    extras = (await sqs.extras(queue)).sqs_attrs
     vis, redrive = q.consumer_view(sqs.store.pull_consumer(queue))
     now = sqs.clock()
     backlog = await sqs.store.backlog(queue)
@@ -108,12 +109,13 @@ async def view(sqs: SqsContext, queue: QueueRecord) -> dict[str, str]:
         "CreatedTimestamp": str(queue.created_ms // 1000),
         "LastModifiedTimestamp": str(queue.modified_ms // 1000),
         "VisibilityTimeout": str(vis),
-        "MaximumMessageSize": q.FIXED["MaximumMessageSize"],
         "MessageRetentionPeriod": str(s.message_retention_period_s),
         "DelaySeconds": str(s.delivery_delay_s),
-        "ReceiveMessageWaitTimeSeconds": q.FIXED["ReceiveMessageWaitTimeSeconds"],
-        "SqsManagedSseEnabled": "false",
     }
+    for key, default in q.EXTRA_DEFAULTS.items():
+        value = extras.get(key, default)
+        if value is not None and (key != "FifoThroughputLimit" or queue.fifo):
+            attrs[key] = value
     if redrive is not None:
         dlq = sqs.store.queue(redrive[0], queue.account)
         target = (
@@ -131,5 +133,4 @@ async def view(sqs: SqsContext, queue: QueueRecord) -> dict[str, str]:
         attrs["DeduplicationScope"] = (
             "messageGroup" if s.deduplication_scope == "message_group" else "queue"
         )
-        attrs["FifoThroughputLimit"] = q.FIXED["FifoThroughputLimit"]
     return attrs

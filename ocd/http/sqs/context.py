@@ -13,9 +13,10 @@ from ocd.http.sqs import queues as q
 from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
 from ocd.producer import Producer
 from ocd.pull import PullService
-from ocd.store import PullConsumer, QueueRecord, Store
+from ocd.store import PullConsumer, QueueExtras, QueueRecord, Store
 
 MAX_BATCH = 10
+EXTRAS_FRESH_MS = 1000  # another node's change to a queue's extras is seen within this
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
 
@@ -29,6 +30,24 @@ class SqsContext:
     region: str
     public_url: str | None = None
     purges: dict[str, int] = field(default_factory=dict)  # queue id -> this node's last purge
+    # queue id -> (read at, extras): sends and receives read them, so not once per request
+    _extras: dict[str, tuple[int, QueueExtras]] = field(default_factory=dict)
+
+    async def extras(self, queue: QueueRecord) -> QueueExtras:
+        """The queue's tags and unmapped SQS attributes: this node's own changes at once,
+        another node's within ``EXTRAS_FRESH_MS``."""
+        now = self.clock()
+        cached = self._extras.get(queue.queue_id)
+        if cached is not None and now - cached[0] < EXTRAS_FRESH_MS:
+            return cached[1]
+        found = await self.store.queue_extras(queue)
+        self._extras[queue.queue_id] = (now, found)
+        return found
+
+    async def put_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
+        self._extras.pop(queue.queue_id, None)
+        await self.store.set_queue_extras(queue, extras)
+        self._extras[queue.queue_id] = (self.clock(), extras)
 
     def url(self, base: str, queue: QueueRecord) -> str:
         return self.url_of(base, queue.name)

@@ -9,13 +9,14 @@ from typing import Any, NamedTuple
 
 from ocd.errors import QueueNotFound, QueueSendError
 from ocd.http.sqs import message_attributes as ma
+from ocd.http.sqs import queue_extras as qx
 from ocd.http.sqs import queues as q
 from ocd.http.sqs.context import Call, SqsContext, entries, failed, integer, string
 from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
 from ocd.http.sqs.md5 import md5_hex, md5_of_attributes
 from ocd.store import Delivery, QueueRecord
 
-MAX_BODY_BYTES = 262_144  # the producer's own limit applies too
+MAX_BATCH_BYTES = q.MAX_MESSAGE_BYTES  # a whole batch; the producer's own limits apply too
 MAX_WAIT_S = 20
 SYSTEM_ATTRIBUTES = (
     "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
@@ -35,7 +36,7 @@ class Outgoing(NamedTuple):
         return len(self.item[0].encode()) + self.attrs.size
 
 
-def _check_send(queue: QueueRecord, entry: dict[str, Any]) -> Outgoing:
+def _check_send(queue: QueueRecord, entry: dict[str, Any], max_bytes: int) -> Outgoing:
     body = entry.get("MessageBody")
     if body is None:
         raise missing("MessageBody")
@@ -49,10 +50,10 @@ def _check_send(queue: QueueRecord, entry: dict[str, Any]) -> Outgoing:
         )
     attrs = ma.parse(entry)
     # attributes (names, types and values) count toward the message size, as on SQS
-    if len(body.encode()) + attrs.size > MAX_BODY_BYTES:
+    if len(body.encode()) + attrs.size > max_bytes:
         raise invalid(
             "One or more parameters are invalid. Reason: Message must be shorter than "
-            f"{MAX_BODY_BYTES} bytes."
+            f"{max_bytes} bytes."
         )
     delay = integer(entry, "DelaySeconds", 0, q.MAX_DELAY_S, None)
     group = entry.get("MessageGroupId")
@@ -107,7 +108,8 @@ async def _send(sqs: SqsContext, queue: QueueRecord, out: list[Outgoing]) -> lis
 
 async def send_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
     queue = await sqs.queue(call.params)
-    item = _check_send(queue, call.params)
+    max_bytes = qx.max_message_bytes(await sqs.extras(queue))
+    item = _check_send(queue, call.params, max_bytes)
     (r,) = await _send(sqs, queue, [item])
     return r
 
@@ -115,22 +117,23 @@ async def send_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
 async def send_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
     queue = await sqs.queue(call.params)
     batch = entries(call.params)
+    max_bytes = qx.max_message_bytes(await sqs.extras(queue))
     good: list[tuple[str, Outgoing]] = []
     bad: list[dict[str, Any]] = []
     total = 0
     for e in batch:
         try:
-            o = _check_send(queue, e)
+            o = _check_send(queue, e, max_bytes)
         except SqsError as err:
             bad.append(failed(e["Id"], err))
             total += len(str(e.get("MessageBody", "")).encode())
             continue
         good.append((e["Id"], o))
         total += o.size
-    if total > MAX_BODY_BYTES:
+    if total > MAX_BATCH_BYTES:
         raise SqsError(
             "BatchRequestTooLong",
-            f"Batch requests cannot be longer than {MAX_BODY_BYTES} bytes. You have sent "
+            f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent "
             f"{total} bytes.",
         )
     out: dict[str, Any] = {}
@@ -146,7 +149,8 @@ async def receive_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
     req = call.params
     queue = await sqs.queue(req)
     limit = integer(req, "MaxNumberOfMessages", 1, 10, 1) or 1
-    wait_s = integer(req, "WaitTimeSeconds", 0, MAX_WAIT_S, 0) or 0
+    default_wait = qx.wait_s(await sqs.extras(queue))
+    wait_s = integer(req, "WaitTimeSeconds", 0, MAX_WAIT_S, default_wait) or 0
     consumer = sqs.consumer(queue)
     vis_s = integer(req, "VisibilityTimeout", 0, q.MAX_VISIBILITY_S, None)
     vis_ms = consumer.visibility_timeout_ms if vis_s is None else max(vis_s * 1000, 1)

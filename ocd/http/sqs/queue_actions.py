@@ -8,10 +8,11 @@ from typing import Any
 
 from ocd.errors import QueueExists, QueueInUse, QueueNotFound
 from ocd.http.sqs import attributes
+from ocd.http.sqs import queue_extras as qx
 from ocd.http.sqs import queues as q
 from ocd.http.sqs.context import Call, SqsContext, integer, string
 from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
-from ocd.store import QueueSettings
+from ocd.store import QueueExtras, QueueRecord, QueueSettings
 
 PURGE_INTERVAL_MS = 60_000
 
@@ -27,8 +28,7 @@ async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
                 "The name of a FIFO queue can only include alphanumeric characters, "
                 "hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.",
             )
-    if req.get("tags"):
-        raise SqsError("UnsupportedOperation", "ocd does not keep queue tags yet.")
+    tags = qx.check_tags(req.get("tags") or {})
     wanted = q.parse_attributes(name, attrs, QueueSettings(), creating=True)
     existing = await sqs.store.lookup(name, "local")
     if existing is not None:
@@ -44,10 +44,19 @@ async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
         return {"QueueUrl": sqs.url(call.base, made)}
     try:
         await attributes.apply_consumer(sqs, queue, wanted)
+        if wanted.extras or tags:
+            await qx.save(sqs, queue, QueueExtras(qx.merged({}, wanted.extras), tags))
     except SqsError:
         await sqs.admin.delete_queue(queue)
         raise
     return {"QueueUrl": sqs.url(call.base, queue)}
+
+
+async def _save_extras(sqs: SqsContext, queue: QueueRecord, changes: dict[str, str]) -> None:
+    if not changes:
+        return
+    ex = await sqs.extras(queue)
+    await qx.save(sqs, queue, QueueExtras(qx.merged(ex.sqs_attrs, changes), ex.tags))
 
 
 async def get_queue_url(sqs: SqsContext, call: Call) -> dict[str, Any]:
@@ -126,6 +135,7 @@ async def set_queue_attributes(sqs: SqsContext, call: Call) -> dict[str, Any]:
         if wanted.settings != queue.settings:
             queue = await sqs.admin.change_queue(queue, wanted.settings)
         await attributes.apply_consumer(sqs, queue, wanted)
+        await _save_extras(sqs, queue, wanted.extras)
     except QueueNotFound:
         raise no_queue() from None
     return {}
@@ -156,8 +166,3 @@ async def list_dead_letter_source_queues(sqs: SqsContext, call: Call) -> dict[st
             sources.append(other.name)
     sources.sort()
     return _page(sqs, call, sources, "queueUrls", always=True)
-
-
-async def list_queue_tags(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    await sqs.queue(call.params)
-    return {}

@@ -1,5 +1,8 @@
-"""The SQS listener: AWS JSON 1.0 requests in, JSON replies out (errors with ``__type``,
-``message`` and the ``x-amzn-query-error`` header, so botocore raises its modelled classes).
+"""The SQS listener: AWS JSON 1.0 (``X-Amz-Target``, JSON in and out; errors with
+``__type``, ``message`` and the ``x-amzn-query-error`` header, so botocore raises its
+modelled classes) and the Query protocol (form ``Action=...`` in, XML out: ``query``),
+chosen by ``Content-Type`` as AWS does: ``application/x-amz-json-*`` is JSON, anything
+else (a form POST, or a GET with a query string) is Query.
 
 Any credentials, or none, are accepted: the listener is loopback only (``[sqs] listen``)
 and every queue lives in account ``local``, shown as ``000000000000``.
@@ -15,12 +18,14 @@ from typing import Any
 from aiohttp import web
 
 from ocd.errors import OcdError, StoreError
+from ocd.http.sqs import query
 from ocd.http.sqs.actions import ACTIONS
 from ocd.http.sqs.context import Call, SqsContext
 from ocd.http.sqs.errors import SqsError
 
 log = logging.getLogger(__name__)
 JSON_TYPE = "application/x-amz-json-1.0"
+XML_TYPE = "text/xml"
 TARGET_PREFIX = "AmazonSQS."
 
 
@@ -38,8 +43,21 @@ def error_reply(e: SqsError) -> web.Response:
     return _reply(
         e.status,
         {"__type": e.type_name, "message": e.message},
-        {"x-amzn-query-error": f"{e.query_code};Sender", "X-Amzn-Errortype": e.type_name},
+        {"x-amzn-query-error": f"{e.query_code};{e.fault}", "X-Amzn-Errortype": e.type_name},
     )
+
+
+def _xml(status: int, body: str, request_id: str) -> web.Response:
+    return web.Response(
+        status=status,
+        text=body,
+        content_type=XML_TYPE,
+        headers={"x-amzn-RequestId": request_id},
+    )
+
+
+def _invalid_action(op: str) -> SqsError:
+    return SqsError("InvalidAction", f"The action {op} is not valid for this endpoint.")
 
 
 class SqsApp:
@@ -47,28 +65,20 @@ class SqsApp:
         self.ctx = ctx
 
     def add_to(self, app: web.Application) -> None:
-        app.router.add_post("/", self.handle)
-        app.router.add_post("/{account}/{queue}", self.handle)
+        for path in ("/", "/{account}/{queue}"):
+            app.router.add_post(path, self.handle)
+            app.router.add_get(path, self.handle)
 
     async def handle(self, request: web.Request) -> web.Response:
-        ctype = request.headers.get("Content-Type", "")
-        if not ctype.startswith("application/x-amz-json"):
-            return error_reply(
-                SqsError(
-                    "InvalidAction",
-                    "ocd speaks the AWS JSON 1.0 protocol (Content-Type "
-                    "application/x-amz-json-1.0); the query protocol is not supported yet.",
-                )
-            )
+        if request.headers.get("Content-Type", "").startswith("application/x-amz-json"):
+            return await self._json(request)
+        return await self._query(request)
+
+    async def _json(self, request: web.Request) -> web.Response:
         target = request.headers.get("X-Amz-Target", "")
         op = target[len(TARGET_PREFIX) :] if target.startswith(TARGET_PREFIX) else ""
-        action = ACTIONS.get(op)
-        if action is None:
-            return error_reply(
-                SqsError(
-                    "InvalidAction", f"The action {op or target} is not valid for this endpoint."
-                )
-            )
+        if op not in ACTIONS:
+            return error_reply(_invalid_action(op or target))
         try:
             raw = await request.read()
             req = json.loads(raw) if raw else {}
@@ -78,18 +88,39 @@ class SqsApp:
             return error_reply(
                 SqsError("InvalidParameterValueException", "The request body is not a JSON object.")
             )
-        base = f"{request.scheme}://{request.host}"
         try:
-            out = await action(self.ctx, Call(req, base))
+            return _reply(200, await self._run(op, req, request))
         except SqsError as e:
             return error_reply(e)
+
+    async def _query(self, request: web.Request) -> web.Response:
+        request_id = str(uuid.uuid4())
+        try:
+            form = list(request.query.items())
+            if request.method == "POST":
+                form += list((await request.post()).items())  # type: ignore[arg-type]
+            params = dict(form)
+            op = str(params.get("Action", ""))
+            if op not in ACTIONS:
+                raise _invalid_action(op or "(none)")
+            req = query.decode(((k, str(v)) for k, v in form), op)
+            if "QueueUrl" not in req and "queue" in request.match_info:
+                base = f"{request.scheme}://{request.host}"
+                req["QueueUrl"] = f"{base}{request.path}"  # posted to the queue's own URL
+            out = await self._run(op, req, request)
+        except SqsError as e:
+            return _xml(e.status, query.error(e, request_id), request_id)
+        return _xml(200, query.reply(op, out, request_id), request_id)
+
+    async def _run(self, op: str, req: dict[str, Any], request: web.Request) -> dict[str, Any]:
+        """Run an action; every failure comes out as an SqsError."""
+        base = f"{request.scheme}://{request.host}"
+        try:
+            return await ACTIONS[op](self.ctx, Call(req, base))
+        except SqsError:
+            raise
         except StoreError as e:
             log.warning("sqs %s failed: %s", op, e, extra={"event": "sqs_store_error"})
-            return _reply(
-                500,
-                {"__type": "com.amazonaws.sqs#InternalFailure", "message": str(e)},
-                {"x-amzn-query-error": "InternalFailure;Receiver"},
-            )
+            raise SqsError("InternalFailure", str(e)) from None
         except OcdError as e:
-            return error_reply(SqsError("InvalidParameterValueException", str(e)))
-        return _reply(200, out)
+            raise SqsError("InvalidParameterValueException", str(e)) from None

@@ -30,6 +30,7 @@ from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.ops import OpsRoutes
 from ocd.http.sqs.app import SqsApp
 from ocd.http.sqs.context import SqsContext
+from ocd.http.sqs.sigv4 import Key, Verifier
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
@@ -71,6 +72,7 @@ class Daemon:
     port: int = 0
     _runner: web.AppRunner | None = None
     _sqs_runner: web.AppRunner | None = None
+    _sqs_ctx: SqsContext | None = None
     sqs_port: int = 0
     bound: dict[str, str] = field(default_factory=dict)  # listener -> host, until a restart
     _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
@@ -218,8 +220,16 @@ class Daemon:
         if sqs is None:
             return
         ctx = SqsContext(
-            self.store, self.producer, pull, self.admin, self.clock, sqs.region, sqs.public_url
+            self.store,
+            self.producer,
+            pull,
+            self.admin,
+            self.clock,
+            sqs.region,
+            sqs.public_url,
+            verifier=sqs_verifier(self.config),
         )
+        self._sqs_ctx = ctx
         app = web.Application(client_max_size=2 * 1024 * 1024)
         SqsApp(ctx).add_to(app)
         self._sqs_runner = web.AppRunner(
@@ -455,6 +465,8 @@ class Daemon:
                     extra={"event": "reload_needs_restart", "key": f"store.{setting}"},
                 )
         self.config = config
+        if self._sqs_ctx is not None:  # SQS keys added, revoked or rotated take effect now
+            self._sqs_ctx.verifier = sqs_verifier(config)
         # What the new config names is protected before its queues are made.
         self.admin.configure(config)
         await self._ensure_queues()
@@ -530,3 +542,16 @@ def _bound_port(site: web.TCPSite) -> int | None:
     server: Any = site._server  # aiohttp keeps the asyncio Server here; port 0 needs it
     sockets = getattr(server, "sockets", None) or []
     return int(sockets[0].getsockname()[1]) if sockets else None
+
+
+def sqs_verifier(config: Config) -> Verifier | None:
+    """The SQS endpoint's SigV4 gate: every account's ``sqs_keys``; None without accounts."""
+    if not config.accounts or config.sqs is None:
+        return None
+    keys = {
+        k.access_key_id: Key(a.id, a.sqs_account_id, k.secret)
+        for a in config.accounts
+        if a.sqs_account_id is not None
+        for k in a.sqs_keys
+    }
+    return Verifier(keys, True, config.sqs.region)

@@ -4,8 +4,9 @@ modelled classes) and the Query protocol (form ``Action=...`` in, XML out: ``que
 chosen by ``Content-Type`` as AWS does: ``application/x-amz-json-*`` is JSON, anything
 else (a form POST, or a GET with a query string) is Query.
 
-Any credentials, or none, are accepted: the listener is loopback only (``[sqs] listen``)
-and every queue lives in account ``local``, shown as ``000000000000``.
+Who sends a request is ``sigv4``'s business: without ``[[accounts]]`` any credentials, or
+none, are account ``local`` (``000000000000``) and the listener is loopback only; with
+them, every request must carry a valid SigV4 signature of an account's ``sqs_keys``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from ocd.errors import OcdError, StoreError
-from ocd.http.sqs import query
+from ocd.http.sqs import query, sigv4
 from ocd.http.sqs.actions import ACTIONS
 from ocd.http.sqs.context import Call, SqsContext
 from ocd.http.sqs.errors import SqsError
@@ -79,8 +80,12 @@ class SqsApp:
         op = target[len(TARGET_PREFIX) :] if target.startswith(TARGET_PREFIX) else ""
         if op not in ACTIONS:
             return error_reply(_invalid_action(op or target))
+        raw = await request.read()
         try:
-            raw = await request.read()
+            caller = self._caller(request, raw)
+        except SqsError as e:
+            return error_reply(e)
+        try:
             req = json.loads(raw) if raw else {}
             if not isinstance(req, dict):
                 raise ValueError
@@ -89,14 +94,16 @@ class SqsApp:
                 SqsError("InvalidParameterValueException", "The request body is not a JSON object.")
             )
         try:
-            return _reply(200, await self._run(op, req, request))
+            return _reply(200, await self._run(op, req, request, caller))
         except SqsError as e:
             return error_reply(e)
 
     async def _query(self, request: web.Request) -> web.Response:
         request_id = str(uuid.uuid4())
         try:
-            form = list(request.query.items())
+            raw = await request.read()
+            caller = self._caller(request, raw)
+            form = [(k, v) for k, v in request.query.items() if not k.startswith("X-Amz-")]
             if request.method == "POST":
                 form += list((await request.post()).items())  # type: ignore[arg-type]
             params = dict(form)
@@ -107,16 +114,32 @@ class SqsApp:
             if "QueueUrl" not in req and "queue" in request.match_info:
                 base = f"{request.scheme}://{request.host}"
                 req["QueueUrl"] = f"{base}{request.path}"  # posted to the queue's own URL
-            out = await self._run(op, req, request)
+            out = await self._run(op, req, request, caller)
         except SqsError as e:
             return _xml(e.status, query.error(e, request_id), request_id)
         return _xml(200, query.reply(op, out, request_id), request_id)
 
-    async def _run(self, op: str, req: dict[str, Any], request: web.Request) -> dict[str, Any]:
+    def _caller(self, request: web.Request, body: bytes) -> sigv4.Caller:
+        headers: dict[str, list[str]] = {}
+        for name, value in request.headers.items():
+            headers.setdefault(name.lower(), []).append(value)
+        signed = sigv4.Request(
+            request.method,
+            request.path,
+            sigv4.decoded_query(request.rel_url.raw_query_string),
+            headers,
+            body,
+        )
+        verifier = self.ctx.verifier or sigv4.Verifier({}, False, self.ctx.region)
+        return verifier.caller(signed, self.ctx.clock())
+
+    async def _run(
+        self, op: str, req: dict[str, Any], request: web.Request, caller: sigv4.Caller
+    ) -> dict[str, Any]:
         """Run an action; every failure comes out as an SqsError."""
         base = f"{request.scheme}://{request.host}"
         try:
-            return await ACTIONS[op](self.ctx, Call(req, base))
+            return await ACTIONS[op](self.ctx, Call(req, base, caller))
         except SqsError:
             raise
         except StoreError as e:

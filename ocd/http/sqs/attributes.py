@@ -11,7 +11,7 @@ from dataclasses import replace
 from ocd.admin import check_dead_letter
 from ocd.errors import ConsumerInConfig, DeadLetterTypeMismatch
 from ocd.http.sqs import queues as q
-from ocd.http.sqs.context import SqsContext
+from ocd.http.sqs.context import Call, SqsContext
 from ocd.http.sqs.errors import SqsError
 from ocd.store import PullConsumer, QueueRecord
 
@@ -92,7 +92,7 @@ def check_same(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) -> None:
         )
 
 
-async def view(sqs: SqsContext, queue: QueueRecord) -> dict[str, str]:
+async def view(sqs: SqsContext, call: Call, queue: QueueRecord) -> dict[str, str]:
     """Every attribute GetQueueAttributes can show for the queue."""
     s = queue.settings
     extras = (await sqs.extras(queue)).sqs_attrs
@@ -102,7 +102,7 @@ async def view(sqs: SqsContext, queue: QueueRecord) -> dict[str, str]:
     stats = (await sqs.store.queue_stats(now)).get(queue.key)
     not_ready, leased = (stats.not_ready, stats.leased) if stats else (0, 0)
     attrs = {
-        "QueueArn": q.arn(sqs.region, queue),
+        "QueueArn": call.arn(queue.name),
         "ApproximateNumberOfMessages": str(max(backlog.count - not_ready, 0)),
         "ApproximateNumberOfMessagesNotVisible": str(leased),
         "ApproximateNumberOfMessagesDelayed": str(max(not_ready - leased, 0)),
@@ -117,14 +117,8 @@ async def view(sqs: SqsContext, queue: QueueRecord) -> dict[str, str]:
         if value is not None and (key != "FifoThroughputLimit" or queue.fifo):
             attrs[key] = value
     if redrive is not None:
-        dlq = sqs.store.queue(redrive[0], queue.account)
-        target = (
-            q.arn(sqs.region, dlq)
-            if dlq is not None
-            else f"arn:aws:sqs:{sqs.region}:{q.LOCAL_ACCOUNT_ID}:{redrive[0]}"
-        )
         attrs["RedrivePolicy"] = json.dumps(
-            {"deadLetterTargetArn": target, "maxReceiveCount": redrive[1]},
+            {"deadLetterTargetArn": call.arn(redrive[0]), "maxReceiveCount": redrive[1]},
             separators=(",", ":"),
         )
     if queue.fifo:

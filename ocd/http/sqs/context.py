@@ -11,6 +11,7 @@ from ocd.admin import Admin
 from ocd.clock import Clock
 from ocd.http.sqs import queues as q
 from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
+from ocd.http.sqs.sigv4 import Caller, Verifier
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.store import PullConsumer, QueueExtras, QueueRecord, Store
@@ -29,6 +30,7 @@ class SqsContext:
     clock: Clock
     region: str
     public_url: str | None = None
+    verifier: Verifier | None = None  # None: no [[accounts]], any credentials are local
     purges: dict[str, int] = field(default_factory=dict)  # queue id -> this node's last purge
     # queue id -> (read at, extras): sends and receives read them, so not once per request
     _extras: dict[str, tuple[int, QueueExtras]] = field(default_factory=dict)
@@ -49,16 +51,18 @@ class SqsContext:
         await self.store.set_queue_extras(queue, extras)
         self._extras[queue.queue_id] = (self.clock(), extras)
 
-    def url(self, base: str, queue: QueueRecord) -> str:
-        return self.url_of(base, queue.name)
+    def url(self, call: Call, queue: QueueRecord) -> str:
+        return self.url_of(call, queue.name)
 
-    def url_of(self, base: str, name: str) -> str:
-        return f"{self.public_url or base}/{q.LOCAL_ACCOUNT_ID}/{name}"
+    def url_of(self, call: Call, name: str) -> str:
+        """The QueueUrl of the caller's queue ``name``: it routes back here."""
+        return f"{self.public_url or call.base}/{call.caller.account_id}/{name}"
 
-    async def queue(self, req: dict[str, Any]) -> QueueRecord:
-        """The queue a request's ``QueueUrl`` names; QueueDoesNotExist if there is none."""
-        account, name = q.queue_name_of(req.get("QueueUrl"))
-        found = await self.store.lookup(name, account)
+    async def queue(self, call: Call) -> QueueRecord:
+        """The caller's queue its ``QueueUrl`` names; QueueDoesNotExist if there is none
+        (or it names another account)."""
+        name = q.queue_name_of(call.params.get("QueueUrl"), call.caller.account_id)
+        found = await self.store.lookup(name, call.caller.account)
         if found is None:
             raise no_queue()
         return found
@@ -75,10 +79,19 @@ class SqsContext:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One request: its members (JSON member names) and the scheme and host it came in on."""
+    """One request: its members (JSON member names), the scheme and host it came in on,
+    and who sent it (``sigv4.Caller``: ocd account, 12-digit account id, region)."""
 
     params: dict[str, Any]
     base: str
+    caller: Caller
+
+    @property
+    def account(self) -> str:
+        return self.caller.account
+
+    def arn(self, name: str) -> str:
+        return q.arn(self.caller.region, self.caller.account_id, name)
 
 
 def string(req: dict[str, Any], key: str, required: bool = True) -> Any:

@@ -32,6 +32,7 @@ CODES: dict[str, tuple[str, int]] = {
     "InvalidClientTokenId": ("InvalidClientTokenId", 403),
     "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403),
     "InternalFailure": ("InternalFailure", 500),
+    "IncompleteSignature": ("IncompleteSignature", 400),
 }
 # Errors AWS reports under the common coral namespace rather than the SQS one.
 _CORAL = {
@@ -41,6 +42,8 @@ _CORAL = {
     "InvalidClientTokenId",
     "SignatureDoesNotMatch",
     "InternalFailure",
+    "IncompleteSignature",
+    "AccessDeniedException",
 }
 
 

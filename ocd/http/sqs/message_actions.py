@@ -107,7 +107,7 @@ async def _send(sqs: SqsContext, queue: QueueRecord, out: list[Outgoing]) -> lis
 
 
 async def send_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     max_bytes = qx.max_message_bytes(await sqs.extras(queue))
     item = _check_send(queue, call.params, max_bytes)
     (r,) = await _send(sqs, queue, [item])
@@ -115,7 +115,7 @@ async def send_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 
 async def send_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     batch = entries(call.params)
     max_bytes = qx.max_message_bytes(await sqs.extras(queue))
     good: list[tuple[str, Outgoing]] = []
@@ -147,7 +147,7 @@ async def send_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 async def receive_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
     req = call.params
-    queue = await sqs.queue(req)
+    queue = await sqs.queue(call)
     limit = integer(req, "MaxNumberOfMessages", 1, 10, 1) or 1
     default_wait = qx.wait_s(await sqs.extras(queue))
     wait_s = integer(req, "WaitTimeSeconds", 0, MAX_WAIT_S, default_wait) or 0
@@ -163,12 +163,20 @@ async def receive_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
     if not pulled.deliveries:
         return {}
     return {
-        "Messages": [_message(sqs, queue, d, wanted_attrs, msg_names) for d in pulled.deliveries]
+        "Messages": [
+            _message(sqs, queue, d, wanted_attrs, msg_names, call.caller.account_id)
+            for d in pulled.deliveries
+        ]
     }
 
 
 def _message(
-    sqs: SqsContext, queue: QueueRecord, d: Delivery, wanted: set[str], msg_names: list[str]
+    sqs: SqsContext,
+    queue: QueueRecord,
+    d: Delivery,
+    wanted: set[str],
+    msg_names: list[str],
+    sender: str,
 ) -> dict[str, Any]:
     body, ctype_attr = sqs_body(d)
     m: dict[str, Any] = {
@@ -178,7 +186,7 @@ def _message(
         "Body": body,
     }
     system = {
-        "SenderId": q.LOCAL_ACCOUNT_ID,
+        "SenderId": sender,
         "SentTimestamp": str(d.sent_ms),
         "ApproximateReceiveCount": str(d.attempts),
     }
@@ -214,7 +222,7 @@ async def _delete(sqs: SqsContext, queue: QueueRecord, handles: list[str]) -> di
 
 
 async def delete_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     handle = string(call.params, "ReceiptHandle")
     if await _delete(sqs, queue, [handle]):
         raise _bad_handle(handle)
@@ -222,7 +230,7 @@ async def delete_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 
 async def delete_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     batch = entries(call.params)
     handles = [str(e.get("ReceiptHandle", "")) for e in batch]
     warnings = await _delete(sqs, queue, handles)
@@ -239,7 +247,7 @@ async def delete_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 async def change_message_visibility(sqs: SqsContext, call: Call) -> dict[str, Any]:
     req = call.params
-    queue = await sqs.queue(req)
+    queue = await sqs.queue(call)
     handle = string(req, "ReceiptHandle")
     if req.get("VisibilityTimeout") is None:
         raise missing("VisibilityTimeout")
@@ -250,7 +258,7 @@ async def change_message_visibility(sqs: SqsContext, call: Call) -> dict[str, An
 
 
 async def change_message_visibility_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     batch = entries(call.params)
     changes: list[tuple[str, int]] = []
     bad: list[dict[str, Any]] = []

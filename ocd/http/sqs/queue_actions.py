@@ -30,18 +30,18 @@ async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
             )
     tags = qx.check_tags(req.get("tags") or {})
     wanted = q.parse_attributes(name, attrs, QueueSettings(), creating=True)
-    existing = await sqs.store.lookup(name, "local")
+    existing = await sqs.store.lookup(name, call.account)
     if existing is not None:
         attributes.check_same(sqs, existing, wanted)
-        return {"QueueUrl": sqs.url(call.base, existing)}
+        return {"QueueUrl": sqs.url(call, existing)}
     try:
-        queue = await sqs.admin.create_queue("local", name, wanted.settings)
+        queue = await sqs.admin.create_queue(call.account, name, wanted.settings)
     except QueueExists:  # made by another request a moment ago
-        made = await sqs.store.lookup(name, "local")
+        made = await sqs.store.lookup(name, call.account)
         if made is None:
             raise no_queue() from None
         attributes.check_same(sqs, made, wanted)
-        return {"QueueUrl": sqs.url(call.base, made)}
+        return {"QueueUrl": sqs.url(call, made)}
     try:
         await attributes.apply_consumer(sqs, queue, wanted)
         if wanted.extras or tags:
@@ -49,7 +49,7 @@ async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
     except SqsError:
         await sqs.admin.delete_queue(queue)
         raise
-    return {"QueueUrl": sqs.url(call.base, queue)}
+    return {"QueueUrl": sqs.url(call, queue)}
 
 
 async def _save_extras(sqs: SqsContext, queue: QueueRecord, changes: dict[str, str]) -> None:
@@ -62,12 +62,12 @@ async def _save_extras(sqs: SqsContext, queue: QueueRecord, changes: dict[str, s
 async def get_queue_url(sqs: SqsContext, call: Call) -> dict[str, Any]:
     name = string(call.params, "QueueName")
     owner = call.params.get("QueueOwnerAWSAccountId")
-    if owner is not None and owner not in q.ACCOUNTS:
+    if owner is not None and owner != call.caller.account_id:
         raise no_queue()
-    found = await sqs.store.lookup(name, "local")
+    found = await sqs.store.lookup(name, call.account)
     if found is None:
         raise no_queue()
-    return {"QueueUrl": sqs.url(call.base, found)}
+    return {"QueueUrl": sqs.url(call, found)}
 
 
 def _page(sqs: SqsContext, call: Call, names: list[str], key: str, always: bool) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def _page(sqs: SqsContext, call: Call, names: list[str], key: str, always: bool)
     page = names[: limit or 1000]
     out: dict[str, Any] = {}
     if page or always:
-        out[key] = [sqs.url_of(call.base, n) for n in page]
+        out[key] = [sqs.url_of(call, n) for n in page]
     if limit is not None and len(names) > limit:
         out["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
     return out
@@ -92,13 +92,15 @@ def _page(sqs: SqsContext, call: Call, names: list[str], key: str, always: bool)
 async def list_queues(sqs: SqsContext, call: Call) -> dict[str, Any]:
     prefix = string(call.params, "QueueNamePrefix", required=False) or ""
     names = sorted(
-        x.name for x in sqs.store.queues() if x.account == "local" and x.name.startswith(prefix)
+        x.name
+        for x in sqs.store.queues()
+        if x.account == call.account and x.name.startswith(prefix)
     )
     return _page(sqs, call, names, "QueueUrls", always=False)
 
 
 async def delete_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     try:
         await sqs.admin.delete_queue(queue)
     except QueueInUse as e:
@@ -109,7 +111,7 @@ async def delete_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 
 async def get_queue_attributes(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     names = call.params.get("AttributeNames") or []
     if not isinstance(names, list):
         raise invalid("AttributeNames must be a list")
@@ -119,13 +121,13 @@ async def get_queue_attributes(sqs: SqsContext, call: Call) -> dict[str, Any]:
     wanted = set(q.ALL_ATTRIBUTES) if "All" in names else set(names)
     if not wanted:
         return {}
-    attrs = await attributes.view(sqs, queue)
+    attrs = await attributes.view(sqs, call, queue)
     out = {k: v for k, v in attrs.items() if k in wanted}
     return {"Attributes": out} if out else {}
 
 
 async def set_queue_attributes(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     if call.params.get("Attributes") is None:
         raise missing("Attributes")
     wanted = q.parse_attributes(
@@ -142,7 +144,7 @@ async def set_queue_attributes(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 
 async def purge_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     now = sqs.clock()
     last = queue.purged_ms or sqs.purges.get(queue.queue_id)
     if last is not None and now - last < PURGE_INTERVAL_MS:
@@ -156,7 +158,7 @@ async def purge_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 
 async def list_dead_letter_source_queues(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    dlq = await sqs.queue(call.params)
+    dlq = await sqs.queue(call)
     sources = []
     for other in sqs.store.queues():
         if other.account != dlq.account:

@@ -73,7 +73,7 @@ def check_tags(tags: Any, current: dict[str, str] | None = None) -> dict[str, st
 
 
 async def tag_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     if call.params.get("Tags") is None:
         raise missing("Tags")
     ex = await sqs.extras(queue)
@@ -83,7 +83,7 @@ async def tag_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 
 async def untag_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     keys = call.params.get("TagKeys")
     if keys is None:
         raise missing("TagKeys")
@@ -96,7 +96,7 @@ async def untag_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 
 async def list_queue_tags(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     tags = (await sqs.extras(queue)).tags
     return {"Tags": dict(tags)} if tags else {}
 
@@ -106,7 +106,7 @@ async def list_queue_tags(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 async def add_permission(sqs: SqsContext, call: Call) -> dict[str, Any]:
     req = call.params
-    queue = await sqs.queue(req)
+    queue = await sqs.queue(call)
     label = string(req, "Label")
     if not _LABEL.fullmatch(label):
         raise invalid(f"Value {label} for parameter Label is invalid.")
@@ -123,7 +123,7 @@ async def add_permission(sqs: SqsContext, call: Call) -> dict[str, Any]:
     if not isinstance(actions, list) or any(a not in PERMISSION_ACTIONS for a in actions):
         raise invalid(f"Value {actions} for parameter ActionName is invalid.")
     ex = await sqs.extras(queue)
-    arn = q.arn(sqs.region, queue)
+    arn = call.arn(queue.name)
     policy = json.loads(ex.sqs_attrs.get("Policy") or "null") or {
         "Version": "2012-10-17",
         "Id": f"{arn}/SQSDefaultPolicy",
@@ -149,7 +149,7 @@ async def add_permission(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 
 async def remove_permission(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    queue = await sqs.queue(call.params)
+    queue = await sqs.queue(call)
     label = string(call.params, "Label")
     ex = await sqs.extras(queue)
     policy = json.loads(ex.sqs_attrs.get("Policy") or "null") or {}

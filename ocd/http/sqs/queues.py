@@ -14,10 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ocd.http.sqs.errors import SqsError, no_queue
-from ocd.store import PullConsumer, QueueRecord, QueueSettings
+from ocd.store import PullConsumer, QueueSettings
 
 LOCAL_ACCOUNT_ID = "000000000000"
-ACCOUNTS = {LOCAL_ACCOUNT_ID: "local"}
 # Without a redrive policy SQS redelivers for ever; the store counts attempts anyway.
 UNLIMITED_RECEIVES = 1_000_000_000
 DEFAULT_VISIBILITY_S = 30
@@ -66,23 +65,20 @@ def check_name(name: object) -> str:
     return name
 
 
-def queue_name_of(url: object) -> tuple[str, str]:
-    """(ocd account, queue name) from a QueueUrl (or a bare name); QueueDoesNotExist for an
-    account this endpoint does not serve."""
+def queue_name_of(url: object, account_id: str) -> str:
+    """The queue name of a QueueUrl (or a bare name) of the caller's account (its 12-digit
+    ``account_id``); QueueDoesNotExist for another account's: one account never learns
+    whether another has a queue of that name."""
     if not isinstance(url, str) or not url:
         raise no_queue()
     parts = url.rstrip("/").split("/")
-    name = parts[-1]
-    if len(parts) == 1:
-        return "local", name
-    account = ACCOUNTS.get(parts[-2])
-    if account is None:
+    if len(parts) > 1 and parts[-2] != account_id:
         raise no_queue()
-    return account, name
+    return parts[-1]
 
 
-def arn(region: str, queue: QueueRecord) -> str:
-    return f"arn:aws:sqs:{region}:{LOCAL_ACCOUNT_ID}:{queue.name}"
+def arn(region: str, account_id: str, name: str) -> str:
+    return f"arn:aws:sqs:{region}:{account_id}:{name}"
 
 
 def name_of_arn(value: object) -> str:

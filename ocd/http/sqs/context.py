@@ -48,7 +48,7 @@ class SqsContext:
 
     async def put_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
         self._extras.pop(queue.queue_id, None)
-        await self.store.set_queue_extras(queue, extras)
+        await self.admin.set_queue_extras(queue, extras)
         self._extras[queue.queue_id] = (self.clock(), extras)
 
     def url(self, call: Call, queue: QueueRecord) -> str:

@@ -120,6 +120,11 @@ async def test_unmapped_attributes_are_kept_and_shown(sqs: SqsDaemon) -> None:
         await sqs.call(
             c.set_queue_attributes, QueueUrl=url, Attributes={"MaximumMessageSize": "100"}
         )
+    # CreateQueue again: the same kept attributes give the URL, others QueueNameExists
+    same = {"RedriveAllowPolicy": allow, "MaximumMessageSize": "2048"}
+    assert (await sqs.call(c.create_queue, QueueName="kept", Attributes=same))["QueueUrl"] == url
+    with pytest.raises(c.exceptions.QueueNameExists):
+        await sqs.call(c.create_queue, QueueName="kept", Attributes={"MaximumMessageSize": "4096"})
     # the queue's MaximumMessageSize is enforced on sends
     await sqs.call(c.send_message, QueueUrl=url, MessageBody="x" * 2048)
     with pytest.raises(botocore.exceptions.ClientError) as e:

@@ -62,10 +62,11 @@ async def apply_consumer(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) 
         ) from None
 
 
-def check_same(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) -> None:
+async def check_same(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) -> None:
     """CreateQueue of an existing name: QueueNameExists unless the attributes asked for are
     the queue's."""
     vis, redrive = q.consumer_view(sqs.store.pull_consumer(queue))
+    kept = (await sqs.extras(queue)).sqs_attrs if wanted.extras else {}
     s, w = queue.settings, wanted.settings
     differs = [
         n
@@ -81,6 +82,10 @@ def check_same(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) -> None:
             ),
             ("VisibilityTimeout", wanted.visibility_s in (None, vis)),
             ("RedrivePolicy", wanted.redrive in (None, redrive)),
+            *(
+                (k, v == kept.get(k, q.EXTRA_DEFAULTS.get(k) or ""))
+                for k, v in wanted.extras.items()
+            ),
         )
         if not same
     ]

@@ -32,7 +32,7 @@ async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
     wanted = q.parse_attributes(name, attrs, QueueSettings(), creating=True)
     existing = await sqs.store.lookup(name, call.account)
     if existing is not None:
-        attributes.check_same(sqs, existing, wanted)
+        await attributes.check_same(sqs, existing, wanted)
         return {"QueueUrl": sqs.url(call, existing)}
     try:
         queue = await sqs.admin.create_queue(call.account, name, wanted.settings)
@@ -40,7 +40,7 @@ async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
         made = await sqs.store.lookup(name, call.account)
         if made is None:
             raise no_queue() from None
-        attributes.check_same(sqs, made, wanted)
+        await attributes.check_same(sqs, made, wanted)
         return {"QueueUrl": sqs.url(call, made)}
     try:
         await attributes.apply_consumer(sqs, queue, wanted)

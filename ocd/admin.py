@@ -60,6 +60,7 @@ from ocd.store import (
     BrowseCursor,
     BrowseQuery,
     PullConsumer,
+    QueueExtras,
     QueueRecord,
     QueueSettings,
     Store,
@@ -241,6 +242,10 @@ class Admin:
         """Delete every message of the queue; returns the queue with its purge time."""
         await self.store.purge(await self.current(queue), self.clock())
         return self.store.queue_by_id(queue.queue_id) or queue
+
+    async def set_queue_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
+        """Replace a queue's SQS tags and unmapped SQS attributes, durably."""
+        await self.store.set_queue_extras(await self.current(queue), extras)
 
     async def dead_letter(self, account: str, name: str) -> QueueRecord:
         """The dead-letter queue ``name`` of ``account``, created if it is missing.

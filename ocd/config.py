@@ -145,10 +145,21 @@ class SqsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SqsKey:
+    """An SQS key pair of an account: requests to the SQS endpoint signed (SigV4) with it
+    act as that account. The secret comes from an env var or a file, never the config text."""
+
+    access_key_id: str
+    secret: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class AccountConfig:
     id: str
     token_sha256: tuple[str, ...]  # lowercase hex, every token of the account
     read_only_sha256: tuple[str, ...] = ()  # those of them with role = "read"
+    sqs_account_id: str | None = None  # the 12-digit id SQS clients see in QueueUrls and ARNs
+    sqs_keys: tuple[SqsKey, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +235,9 @@ _UI_KEYS = ("enabled", "read_only", "base_path", "search_scan_limit")
 _TOKEN_KEYS = ("sha256", "role")
 _BASE_PATH = re.compile(r"(/[A-Za-z0-9._~-]+)+")
 _SQS_KEYS = ("listen", "region", "public_url")
+_SQS_KEY_KEYS = ("access_key_id", "secret_env", "secret_file")
+_ACCESS_KEY_ID = re.compile(r"[A-Z0-9]{16,128}")
+_SQS_ACCOUNT_ID = re.compile(r"[0-9]{12}")
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 _SERVER_KEYS = (
     "listen",
@@ -237,7 +251,8 @@ _SERVER_KEYS = (
     "disk_reserve",
 )
 _STORE_KEYS = ("backend", "dsn", "dsn_env", "pool_size", "node_heartbeat", "durability", "data_dir")
-_ACCOUNT_KEYS = ("id", "token_sha256")
+_ACCOUNT_KEYS = ("id", "token_sha256", "sqs_account_id", "sqs_keys")
+_ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets",
@@ -311,6 +326,8 @@ class _Loader:
         self.warnings: list[str] = []
         self.account_ids: dict[str, str] = {}  # id -> key path of its entry
         self.token_owners: dict[str, str] = {}  # token hash -> account id
+        self.sqs_account_owners: dict[str, str] = {}  # sqs_account_id -> account id
+        self.sqs_key_owners: dict[str, str] = {}  # access key id -> account id
         self.worker_names: dict[str, str] = {}  # name -> key path
         self.route_owners: dict[str, str] = {}  # route -> worker
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
@@ -360,11 +377,11 @@ class _Loader:
         if host_port is None:
             what = '"host:port" with an IP address or "localhost" and a port 0..65535'
             s.expected("listen", what, listen)
-        elif not is_loopback(host_port[0]):
-            # SigV4 verification is not implemented yet: the SQS listener accepts any
-            # credentials, so it must not leave the machine.
-            what = "a loopback address (the SQS endpoint does not verify signatures yet)"
-            s.expected("listen", what, listen)
+        elif not top.get("accounts") and not is_loopback(host_port[0]):
+            # Without accounts the SQS listener accepts any credentials (or none): it must
+            # not leave the machine. With accounts every request must be signed (SigV4).
+            what = "a loopback address when no [[accounts]] are configured"
+            s.expected("listen", f"{what} (the SQS endpoint would accept any credentials)", listen)
         region = s.text("region", _REGION.fullmatch, 'an AWS region name like "us-east-1"')
         public_url = s.text(
             "public_url",
@@ -483,7 +500,7 @@ class _Loader:
         return value, name
 
     def _account(self, path: str, item: object) -> AccountConfig | None:
-        a = self.config.table(item, path, _ACCOUNT_KEYS, required=_ACCOUNT_KEYS)
+        a = self.config.table(item, path, _ACCOUNT_KEYS, required=_ACCOUNT_REQUIRED)
         if a is None:
             return None
         account_id = a.text("id", _ACCOUNT_ID.fullmatch, "an account id (1..64 of A-Z a-z 0-9 _ -)")
@@ -510,9 +527,68 @@ class _Loader:
             if owner != (account_id or path):
                 self.config.problem(kp, f'this token is already listed for account "{owner}"')
             hashes.append(digest.lower())
+        sqs_id, keys = self._sqs_identity(a, account_id or path)
         if not account_id:
             return None
-        return AccountConfig(account_id, tuple(hashes), tuple(read_only))
+        return AccountConfig(account_id, tuple(hashes), tuple(read_only), sqs_id, keys)
+
+    def _sqs_identity(self, a: Table, owner: str) -> tuple[str | None, tuple[SqsKey, ...]]:
+        """An account's ``sqs_account_id`` and ``sqs_keys``, each unique across accounts."""
+        sqs_id = a.text("sqs_account_id", _SQS_ACCOUNT_ID.fullmatch, "a 12-digit AWS account id")
+        if sqs_id == "000000000000":
+            a.problem("sqs_account_id", "000000000000 is the account id of account local")
+        elif sqs_id is not None:
+            first = self.sqs_account_owners.setdefault(sqs_id, owner)
+            if first != owner:
+                a.problem("sqs_account_id", f'{sqs_id} is already the id of account "{first}"')
+        keys: list[SqsKey] = []
+        for kp, entry in a.items("sqs_keys"):
+            k = self.config.table(entry, kp, _SQS_KEY_KEYS, required=("access_key_id",))
+            if k is None:
+                continue
+            key_id = k.text(
+                "access_key_id", _ACCESS_KEY_ID.fullmatch, "an access key id (16..128 of A-Z 0-9)"
+            )
+            secret = self._secret(k)
+            if key_id is not None:
+                first = self.sqs_key_owners.setdefault(key_id, owner)
+                if first != owner:
+                    k.problem("access_key_id", f'this key is already listed for account "{first}"')
+            if key_id is not None and secret is not None:
+                keys.append(SqsKey(key_id, secret))
+        if keys and sqs_id is None and "sqs_account_id" not in a:
+            a.problem("sqs_keys", 'an account with sqs_keys needs "sqs_account_id" too')
+        return sqs_id, tuple(keys)
+
+    def _secret(self, k: Table) -> str | None:
+        """An SQS key's secret, from ``secret_env`` or ``secret_file`` (exactly one)."""
+        if ("secret_env" in k) == ("secret_file" in k):
+            self.config.problem(k.path, 'expected exactly one of "secret_env" or "secret_file"')
+            return None
+        if "secret_env" in k:
+            what = f"an environment variable {_IDENTIFIER_NAME}"
+            name = k.text("secret_env", _IDENTIFIER.fullmatch, what)
+            if name is None:
+                return None
+            value = self.environ.get(name, "")
+            if not value:
+                unset = "empty" if name in self.environ else "not set"
+                k.problem("secret_env", f'environment variable "{name}" is {unset}')
+                return None
+            return value
+        path_text = k.text("secret_file", bool, "a file path")
+        if path_text is None:
+            return None
+        path = absolute_path(self.config.path.parent, path_text)
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            k.problem("secret_file", f"cannot read {path}: {e}")
+            return None
+        if not value:
+            k.problem("secret_file", f"{path} is empty")
+            return None
+        return value
 
     def _ui(self, top: Table) -> UiConfig:
         u = top.table("ui", _UI_KEYS)

@@ -31,8 +31,9 @@ from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.guard import Gate, GuardedSite, Timeouts, gate_for
 from ocd.http.ops import OpsRoutes
-from ocd.http.sqs.actions import SqsContext
 from ocd.http.sqs.app import SqsApp, status_reply
+from ocd.http.sqs.context import SqsContext
+from ocd.http.sqs.sigv4 import Key, Verifier
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.loader import Handler, LoadedWorker
@@ -80,6 +81,7 @@ class Daemon:
     port: int = 0
     _runner: web.AppRunner | None = None
     _sqs_runner: web.AppRunner | None = None
+    _sqs_ctx: SqsContext | None = None
     sqs_port: int = 0
     gate: Gate | None = None  # open connections over every listener, and their cap
     bound: dict[str, str] = field(default_factory=dict)  # listener -> host, until a restart
@@ -237,8 +239,16 @@ class Daemon:
         if sqs is None:
             return
         ctx = SqsContext(
-            self.store, self.producer, pull, self.admin, self.clock, sqs.region, sqs.public_url
+            self.store,
+            self.producer,
+            pull,
+            self.admin,
+            self.clock,
+            sqs.region,
+            sqs.public_url,
+            verifier=sqs_verifier(self.config),
         )
+        self._sqs_ctx = ctx
         app = web.Application(client_max_size=2 * MIB)
         app[BODY_POLICY] = BodyPolicy(2 * MIB, self.config.server.body_timeout_s)
         SqsApp(ctx).add_to(app)
@@ -505,6 +515,8 @@ class Daemon:
                     extra={"event": "reload_needs_restart", "key": f"store.{setting}"},
                 )
         self.config = config
+        if self._sqs_ctx is not None:  # SQS keys added, revoked or rotated take effect now
+            self._sqs_ctx.verifier = sqs_verifier(config)
         # What the new config names is protected before its queues are made.
         self.admin.configure(config)
         await self._ensure_queues()
@@ -580,3 +592,16 @@ def _bound_port(site: web.TCPSite) -> int | None:
     server: Any = site._server  # aiohttp keeps the asyncio Server here; port 0 needs it
     sockets = getattr(server, "sockets", None) or []
     return int(sockets[0].getsockname()[1]) if sockets else None
+
+
+def sqs_verifier(config: Config) -> Verifier | None:
+    """The SQS endpoint's SigV4 gate: every account's ``sqs_keys``; None without accounts."""
+    if not config.accounts or config.sqs is None:
+        return None
+    keys = {
+        k.access_key_id: Key(a.id, a.sqs_account_id, k.secret)
+        for a in config.accounts
+        if a.sqs_account_id is not None
+        for k in a.sqs_keys
+    }
+    return Verifier(keys, True, config.sqs.region)

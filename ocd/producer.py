@@ -154,9 +154,11 @@ class Producer:
         queue: QueueRecord,
         items: Sequence[tuple[Any, Any, Any, Any, Any]],
         batch_delay: Any = None,
+        attrs: Sequence[bytes | None] | None = None,
     ) -> tuple[Backlog, list[str], list[FifoSent] | None]:
         """``send_detailed``, also answering the id given to each message (for a FIFO
-        duplicate, the id it was sent with; ``FifoSent`` has the stored one)."""
+        duplicate, the id it was sent with; ``FifoSent`` has the stored one). ``attrs``, one
+        per item, are stored with the messages untouched (``NewMessage.attrs``)."""
         if len(items) > MAX_BATCH_MESSAGES:
             raise QueueSendError(
                 f"batch message count of {len(items)} exceeds limit of {MAX_BATCH_MESSAGES}",
@@ -168,7 +170,7 @@ class Producer:
         messages: list[NewMessage] = []
         total = 0
         fifo = queue.fifo
-        for body, ctype, delay, group, dedup in items:
+        for i, (body, ctype, delay, group, dedup) in enumerate(items):
             ctype = codec.normalize_content_type(ctype)
             data = codec.encode(body, ctype)
             if len(data) > MAX_MESSAGE_BYTES:
@@ -181,10 +183,17 @@ class Producer:
             if fifo or group is not None or dedup is not None:
                 g, d = _fifo_keys(queue, group, dedup, delay, batch_delay, data)
                 visible = now + queue_delay * 1000
-                messages.append(NewMessage(new_message_id(), ctype, data, now, visible, g, d))
+                a = None if attrs is None else attrs[i]
+                messages.append(NewMessage(new_message_id(), ctype, data, now, visible, g, d, a))
                 continue
             delay_s = send_delay(delay, batch_delay, queue_delay)
-            messages.append(NewMessage(new_message_id(), ctype, data, now, now + delay_s * 1000))
+            visible = now + delay_s * 1000
+            if attrs is None or attrs[i] is None:
+                messages.append(NewMessage(new_message_id(), ctype, data, now, visible))
+            else:
+                messages.append(
+                    NewMessage(new_message_id(), ctype, data, now, visible, None, None, attrs[i])
+                )
         if total > MAX_BATCH_BYTES:
             raise QueueSendError(
                 f"batch size of {total} bytes exceeds limit of {MAX_BATCH_BYTES}",

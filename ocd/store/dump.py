@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ocd.store.base import PullConsumer, QueueRecord
+from ocd.store.base import PullConsumer, QueueExtras, QueueRecord
 
 
 class StoredMessage(NamedTuple):
@@ -26,6 +26,7 @@ class StoredMessage(NamedTuple):
     group: str | None = None  # FIFO queues: group, deduplication id, sequence number
     dedup: str | None = None
     sequence: int | None = None
+    attrs: bytes | None = None  # the SQS endpoint's message attributes, as stored
 
 
 class StoredDedup(NamedTuple):
@@ -48,6 +49,7 @@ class Dump:
     messages: Iterator[list[StoredMessage]] = field(default_factory=lambda: iter(()))
     fifo_sequences: dict[str, int] = field(default_factory=dict)  # queue_id -> last given
     dedup: list[StoredDedup] = field(default_factory=list)
+    extras: dict[str, QueueExtras] = field(default_factory=dict)  # queue_id -> SQS extras
 
 
 @dataclass(frozen=True, slots=True)

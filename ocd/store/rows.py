@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ocd.store.base import PullConsumer, QueueRecord, QueueSettings
+from ocd.store.base import PullConsumer, QueueExtras, QueueRecord, QueueSettings
 
 
 def queue_from_row(row: Any) -> QueueRecord:
@@ -15,6 +15,22 @@ def queue_from_row(row: Any) -> QueueRecord:
     key, account, name, qid, created, modified, delay, retention, paused, purged, cbd, scope = row
     settings = QueueSettings(delay, retention, bool(paused), bool(cbd), scope)
     return QueueRecord(key, account, name, qid, created, modified, settings, purged)
+
+
+def extras_row(extras: QueueExtras) -> tuple[str | None, str | None]:
+    """The (sqs_attrs, tags) columns: JSON objects, NULL when empty."""
+    a, t = extras.sqs_attrs, extras.tags
+    return (
+        json.dumps(a, sort_keys=True) if a else None,
+        json.dumps(t, sort_keys=True) if t else None,
+    )
+
+
+def extras_from_row(sqs_attrs: str | None, tags: str | None) -> QueueExtras:
+    return QueueExtras(
+        {str(k): str(v) for k, v in json.loads(sqs_attrs or "{}").items()},
+        {str(k): str(v) for k, v in json.loads(tags or "{}").items()},
+    )
 
 
 def settings_row(s: QueueSettings) -> tuple[int, int, bool, bool, str]:

@@ -227,8 +227,6 @@ async def test_invalid_parameters(sqs: SqsDaemon) -> None:
     with pytest.raises(c.exceptions.InvalidMessageContents):
         await sqs.call(c.send_message, QueueUrl=url, MessageBody="bad \x01 char")
     with pytest.raises(c.exceptions.UnsupportedOperation):
-        await sqs.call(c.tag_queue, QueueUrl=url, Tags={"a": "b"})
-    with pytest.raises(c.exceptions.UnsupportedOperation):
         await sqs.call(
             c.list_message_move_tasks, SourceArn="arn:aws:sqs:us-east-1:000000000000:strict"
         )
@@ -533,6 +531,17 @@ async def test_shapes_match_botocores_model(sqs: SqsDaemon) -> None:
     await call("GetQueueAttributes", {"QueueUrl": furl, "AttributeNames": ["All"]})
     await call("SetQueueAttributes", {"QueueUrl": url, "Attributes": {"VisibilityTimeout": "10"}})
     await call("SendMessage", {"QueueUrl": url, "MessageBody": "x"})
+    await call(
+        "SendMessage",
+        {
+            "QueueUrl": url,
+            "MessageBody": "x",
+            "MessageAttributes": {"a": {"DataType": "Binary", "BinaryValue": "AAE="}},
+            "MessageSystemAttributes": {
+                "AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-abc"}
+            },
+        },
+    )
     await call("SendMessage", {"QueueUrl": furl, "MessageBody": "x", "MessageGroupId": "g"})
     await call(
         "SendMessageBatch",
@@ -570,7 +579,14 @@ async def test_shapes_match_botocores_model(sqs: SqsDaemon) -> None:
             "Entries": [{"Id": "a", "ReceiptHandle": h[1]}, {"Id": "b", "ReceiptHandle": "bad"}],
         },
     )
-    await call("ListQueueTags", {"QueueUrl": url})
+    await call("TagQueue", {"QueueUrl": url, "Tags": {"a": "b"}})
+    assert (await call("ListQueueTags", {"QueueUrl": url}))["Tags"] == {"a": "b"}
+    await call("UntagQueue", {"QueueUrl": url, "TagKeys": ["a"]})
+    await call(
+        "AddPermission",
+        {"QueueUrl": url, "Label": "l", "AWSAccountIds": ["111122223333"], "Actions": ["*"]},
+    )
+    await call("RemovePermission", {"QueueUrl": url, "Label": "l"})
     await call("ListDeadLetterSourceQueues", {"QueueUrl": url})
     await call("PurgeQueue", {"QueueUrl": url})
     await call("DeleteQueue", {"QueueUrl": url})

@@ -35,7 +35,8 @@ def con(tmp_path_factory):
         c.executescript(script)
     # Give the planner a deep queue, as it would see in production after ANALYZE or not.
     c.executemany(
-        sql.insert_messages(1), ((1, f"{i:032x}", "json", b"1", 1, 1, i) for i in range(20_000))
+        sql.insert_messages(1),
+        ((1, f"{i:032x}", "json", b"1", 1, 1, i, None) for i in range(20_000)),
     )
     c.commit()
     yield c

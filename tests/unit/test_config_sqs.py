@@ -42,3 +42,104 @@ def test_problems_name_the_key(tmp_path: Path, body: str, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         _load(tmp_path, body)
     assert [p.key_path for p in info.value.problems] == [key]
+
+
+_TOKEN = "0" * 64
+_ID = 'sqs_account_id = "111122223333"\nsqs_keys = '
+_AK = 'access_key_id = "AKIAACMEENVKEY00"'
+
+
+def _accounts(tmp_path: Path, account: str, sqs: str = "", environ: dict[str, str] | None = None):
+    cfg = tmp_path / "ocd.toml"
+    cfg.write_text(
+        '[server]\nlisten = "127.0.0.1:8787"\n'
+        f'{sqs}\n[[accounts]]\nid = "acme"\ntoken_sha256 = ["{_TOKEN}"]\n{account}'
+    )
+    return load_config(cfg, environ or {})
+
+
+def test_account_sqs_keys_read_their_secret_from_env_or_file(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("file-secret\n")
+    got = _accounts(
+        tmp_path,
+        'sqs_account_id = "111122223333"\n'
+        'sqs_keys = [{ access_key_id = "AKIAACMEENVKEY00", secret_env = "ACME_SECRET" },\n'
+        '            { access_key_id = "AKIAACMEFILEKEY0", secret_file = "secret.txt" }]\n',
+        environ={"ACME_SECRET": "env-secret"},
+    )
+    (acme,) = got.accounts  # type: ignore[attr-defined]
+    assert acme.sqs_account_id == "111122223333"
+    assert [(k.access_key_id, k.secret) for k in acme.sqs_keys] == [
+        ("AKIAACMEENVKEY00", "env-secret"),
+        ("AKIAACMEFILEKEY0", "file-secret"),
+    ]
+    assert "env-secret" not in repr(acme)  # secrets stay out of logs and tracebacks
+
+
+def test_with_accounts_the_sqs_listener_may_leave_loopback(tmp_path: Path) -> None:
+    got = _accounts(tmp_path, "", sqs='[sqs]\nlisten = "0.0.0.0:9324"\n')
+    assert got.sqs.host == "0.0.0.0"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("account", "key", "says"),
+    [
+        ('sqs_account_id = "12345"\n', "accounts[0].sqs_account_id", "12-digit"),
+        ('sqs_account_id = "000000000000"\n', "accounts[0].sqs_account_id", "local"),
+        (
+            _ID + '[{ access_key_id = "short", secret_env = "S" }]\n',
+            "accounts[0].sqs_keys[0].access_key_id",
+            "access key id",
+        ),
+        (
+            _ID + f'[{{ {_AK}, secret_env = "UNSET" }}]\n',
+            "accounts[0].sqs_keys[0].secret_env",
+            '"UNSET" is not set',
+        ),
+        (
+            _ID + f"[{{ {_AK} }}]\n",
+            "accounts[0].sqs_keys[0]",
+            "exactly one",
+        ),
+        (
+            _ID + f'[{{ {_AK}, secret = "x" }}]\n',
+            "accounts[0].sqs_keys[0].secret",
+            "unknown key",
+        ),
+        (
+            _ID + f'[{{ {_AK}, secret_file = "missing.txt" }}]\n',
+            "accounts[0].sqs_keys[0].secret_file",
+            "cannot read",
+        ),
+        (
+            'sqs_keys = [{ access_key_id = "AKIAACMEENVKEY00", secret_env = "S" }]\n',
+            "accounts[0].sqs_keys",
+            "sqs_account_id",
+        ),
+    ],
+)
+def test_sqs_key_problems_name_the_key_path(
+    tmp_path: Path, account: str, key: str, says: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        _accounts(tmp_path, account, environ={"S": "s"})
+    found = {p.key_path: p.message for p in info.value.problems}
+    assert key in found and says in found[key], found
+
+
+def test_an_sqs_account_id_or_key_of_two_accounts_is_refused(tmp_path: Path) -> None:
+    cfg = tmp_path / "ocd.toml"
+    key = '{ access_key_id = "AKIAACMEENVKEY00", secret_env = "S" }'
+    cfg.write_text(
+        '[server]\nlisten = "127.0.0.1:8787"\n'
+        f'[[accounts]]\nid = "a"\ntoken_sha256 = ["{"1" * 64}"]\nsqs_account_id = "111122223333"\n'
+        f"sqs_keys = [{key}]\n"
+        f'[[accounts]]\nid = "b"\ntoken_sha256 = ["{"2" * 64}"]\nsqs_account_id = "111122223333"\n'
+        f"sqs_keys = [{key}]\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg, {"S": "s"})
+    assert [p.key_path for p in info.value.problems] == [
+        "accounts[1].sqs_account_id",
+        "accounts[1].sqs_keys[0].access_key_id",
+    ]

@@ -1,8 +1,12 @@
-"""The SQS listener: AWS JSON 1.0 requests in, JSON replies out (errors with ``__type``,
-``message`` and the ``x-amzn-query-error`` header, so botocore raises its modelled classes).
+"""The SQS listener: AWS JSON 1.0 (``X-Amz-Target``, JSON in and out; errors with
+``__type``, ``message`` and the ``x-amzn-query-error`` header, so botocore raises its
+modelled classes) and the Query protocol (form ``Action=...`` in, XML out: ``query``),
+chosen by ``Content-Type`` as AWS does: ``application/x-amz-json-*`` is JSON, anything
+else (a form POST, or a GET with a query string) is Query.
 
-Any credentials, or none, are accepted: the listener is loopback only (``[sqs] listen``)
-and every queue lives in account ``local``, shown as ``000000000000``.
+Who sends a request is ``sigv4``'s business: without ``[[accounts]]`` any credentials, or
+none, are account ``local`` (``000000000000``) and the listener is loopback only; with
+them, every request must carry a valid SigV4 signature of an account's ``sqs_keys``.
 """
 
 from __future__ import annotations
@@ -11,16 +15,20 @@ import json
 import logging
 import uuid
 from typing import Any
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from ocd.errors import OcdError, StoreError
+from ocd.errors import OcdError, StoreError, StoreFull, StoreUnavailable
 from ocd.http.body import BodyError, ClientGone, read_body
-from ocd.http.sqs.actions import ACTION_NAMES, Actions, SqsContext
+from ocd.http.sqs import query, sigv4
+from ocd.http.sqs.actions import ACTIONS
+from ocd.http.sqs.context import Call, SqsContext
 from ocd.http.sqs.errors import SqsError
 
 log = logging.getLogger(__name__)
 JSON_TYPE = "application/x-amz-json-1.0"
+XML_TYPE = "text/xml"
 TARGET_PREFIX = "AmazonSQS."
 
 
@@ -66,53 +74,53 @@ def error_reply(e: SqsError) -> web.Response:
     return _reply(
         e.status,
         {"__type": e.type_name, "message": e.message},
-        {"x-amzn-query-error": f"{e.query_code};Sender", "X-Amzn-Errortype": e.type_name},
+        {"x-amzn-query-error": f"{e.query_code};{e.fault}", "X-Amzn-Errortype": e.type_name},
     )
+
+
+def _xml(status: int, body: str, request_id: str) -> web.Response:
+    return web.Response(
+        status=status,
+        text=body,
+        content_type=XML_TYPE,
+        headers={"x-amzn-RequestId": request_id},
+    )
+
+
+def _invalid_action(op: str) -> SqsError:
+    return SqsError("InvalidAction", f"The action {op} is not valid for this endpoint.")
 
 
 class SqsApp:
     def __init__(self, ctx: SqsContext) -> None:
-        self.actions = Actions(ctx)
+        self.ctx = ctx
 
     def add_to(self, app: web.Application) -> None:
         for path in ("/", "/{account}/{queue}"):
             resource = app.router.add_resource(path)
             resource.add_route("POST", self.handle)
+            resource.add_route("GET", self.handle)
             resource.add_route("*", _method_not_allowed)
         app.router.add_route("*", r"/{tail:[\s\S]*}", _not_found)
 
     async def handle(self, request: web.Request) -> web.Response:
-        ctype = request.headers.get("Content-Type", "")
-        if not ctype.startswith("application/x-amz-json"):
-            return error_reply(
-                SqsError(
-                    "InvalidAction",
-                    "ocd speaks the AWS JSON 1.0 protocol (Content-Type "
-                    "application/x-amz-json-1.0); the query protocol is not supported yet.",
-                )
-            )
+        if request.headers.get("Content-Type", "").startswith("application/x-amz-json"):
+            return await self._json(request)
+        return await self._query(request)
+
+    async def _json(self, request: web.Request) -> web.Response:
         target = request.headers.get("X-Amz-Target", "")
         op = target[len(TARGET_PREFIX) :] if target.startswith(TARGET_PREFIX) else ""
-        if op not in ACTION_NAMES:
-            return error_reply(
-                SqsError(
-                    "InvalidAction", f"The action {op or target} is not valid for this endpoint."
-                )
-            )
+        if op not in ACTIONS:
+            return error_reply(_invalid_action(op or target))
         try:
-            raw = await read_body(request)
-        except BodyError as e:
-            response = status_reply(e.status, e.message)
-            response.force_close()
-            return response
-        except ClientGone as e:
-            log.info(
-                "sqs client went away mid-request: %s (%s)",
-                op,
-                e,
-                extra={"event": "client_gone"},
-            )
-            return status_reply(400, "request body incomplete")
+            raw = await _body(request, op)
+        except _BodyRefused as e:
+            return e.response
+        try:
+            caller = self._caller(request, raw)
+        except SqsError as e:
+            return error_reply(e)
         try:
             req = json.loads(raw) if raw else {}
             if not isinstance(req, dict):
@@ -121,26 +129,93 @@ class SqsApp:
             return error_reply(
                 SqsError("InvalidParameterValueException", "The request body is not a JSON object.")
             )
-        base = f"{request.scheme}://{request.host}"
         try:
-            out = await getattr(self.actions, op)(req, base)
+            return _reply(200, await self._run(op, req, request, caller))
         except SqsError as e:
             return error_reply(e)
+
+    async def _query(self, request: web.Request) -> web.Response:
+        request_id = str(uuid.uuid4())
+        try:
+            raw = await _body(request, "query")
+        except _BodyRefused as e:
+            return e.response
+        try:
+            caller = self._caller(request, raw)
+            form = [(k, v) for k, v in request.query.items() if not k.startswith("X-Amz-")]
+            if request.method == "POST" and raw:
+                # the body as the limit-keeping reader inflated it, not aiohttp's own parse
+                form += parse_qsl(raw.decode("utf-8", errors="replace"), keep_blank_values=True)
+            params = dict(form)
+            op = str(params.get("Action", ""))
+            if op not in ACTIONS:
+                raise _invalid_action(op or "(none)")
+            req = query.decode(((k, str(v)) for k, v in form), op)
+            if "QueueUrl" not in req and "queue" in request.match_info:
+                base = f"{request.scheme}://{request.host}"
+                req["QueueUrl"] = f"{base}{request.path}"  # posted to the queue's own URL
+            out = await self._run(op, req, request, caller)
+        except SqsError as e:
+            return _xml(e.status, query.error(e, request_id), request_id)
+        return _xml(200, query.reply(op, out, request_id), request_id)
+
+    def _caller(self, request: web.Request, body: bytes) -> sigv4.Caller:
+        headers: dict[str, list[str]] = {}
+        for name, value in request.headers.items():
+            headers.setdefault(name.lower(), []).append(value)
+        signed = sigv4.Request(
+            request.method,
+            request.path,
+            sigv4.decoded_query(request.rel_url.raw_query_string),
+            headers,
+            body,
+        )
+        verifier = self.ctx.verifier or sigv4.Verifier({}, False, self.ctx.region)
+        return verifier.caller(signed, self.ctx.clock())
+
+    async def _run(
+        self, op: str, req: dict[str, Any], request: web.Request, caller: sigv4.Caller
+    ) -> dict[str, Any]:
+        """Run an action; every failure comes out as an SqsError."""
+        base = f"{request.scheme}://{request.host}"
+        try:
+            return await ACTIONS[op](self.ctx, Call(req, base, caller))
+        except SqsError:
+            raise
+        except (StoreFull, StoreUnavailable) as e:  # the store says why; the daemon logs it once
+            raise SqsError("ServiceUnavailable", str(e)) from None
         except StoreError as e:
             log.warning("sqs %s failed: %s", op, e, extra={"event": "sqs_store_error"})
-            return _reply(
-                500,
-                {"__type": "com.amazonaws.sqs#InternalFailure", "message": str(e)},
-                {"x-amzn-query-error": "InternalFailure;Receiver"},
-            )
+            raise SqsError("InternalFailure", str(e)) from None
         except OcdError as e:
-            return error_reply(SqsError("InvalidParameterValueException", str(e)))
-        return _reply(200, out)
+            raise SqsError("InvalidParameterValueException", str(e)) from None
+
+
+class _BodyRefused(Exception):
+    """The body could not be read within the listener's limits; ``response`` says why."""
+
+    def __init__(self, response: web.Response) -> None:
+        self.response = response
+
+
+async def _body(request: web.Request, op: str) -> bytes:
+    """The request body, inflated within the listener's limit (``ocd.http.body``)."""
+    try:
+        return await read_body(request)
+    except BodyError as e:
+        response = status_reply(e.status, e.message)
+        response.force_close()
+        raise _BodyRefused(response) from None
+    except ClientGone as e:
+        log.info("sqs client went away mid-request: %s (%s)", op, e, extra={"event": "client_gone"})
+        raise _BodyRefused(status_reply(400, "request body incomplete")) from None
 
 
 async def _method_not_allowed(request: web.Request) -> web.Response:
-    response = status_reply(405, f"{request.method} is not supported; SQS requests are POSTs")
-    response.headers["Allow"] = "POST"
+    response = status_reply(
+        405, f"{request.method} is not supported; SQS requests are POSTs (or Query GETs)"
+    )
+    response.headers["Allow"] = "GET, POST"
     return response
 
 

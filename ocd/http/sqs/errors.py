@@ -29,9 +29,24 @@ CODES: dict[str, tuple[str, int]] = {
     "MissingRequiredParameterException": ("MissingParameter", 400),
     "AccessDeniedException": ("AccessDenied", 403),
     "InvalidAction": ("InvalidAction", 400),
+    "InvalidClientTokenId": ("InvalidClientTokenId", 403),
+    "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403),
+    "InternalFailure": ("InternalFailure", 500),
+    "ServiceUnavailable": ("ServiceUnavailable", 503),  # disk full, database unreachable
+    "IncompleteSignature": ("IncompleteSignature", 400),
 }
 # Errors AWS reports under the common coral namespace rather than the SQS one.
-_CORAL = {"InvalidParameterValueException", "MissingRequiredParameterException", "InvalidAction"}
+_CORAL = {
+    "InvalidParameterValueException",
+    "MissingRequiredParameterException",
+    "InvalidAction",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "IncompleteSignature",
+    "AccessDeniedException",
+}
 
 
 class SqsError(Exception):
@@ -49,6 +64,11 @@ class SqsError(Exception):
     @property
     def status(self) -> int:
         return CODES[self.shape][1]
+
+    @property
+    def fault(self) -> str:
+        """Whose fault, as the query-compatible header and XML errors say it."""
+        return "Receiver" if self.status >= 500 else "Sender"
 
     @property
     def type_name(self) -> str:

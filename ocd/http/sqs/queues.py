@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ocd.http.sqs.errors import SqsError, no_queue
-from ocd.store import PullConsumer, QueueRecord, QueueSettings
+from ocd.store import PullConsumer, QueueSettings
 
 LOCAL_ACCOUNT_ID = "000000000000"
-ACCOUNTS = {LOCAL_ACCOUNT_ID: "local"}
 # Without a redrive policy SQS redelivers for ever; the store counts attempts anyway.
 UNLIMITED_RECEIVES = 1_000_000_000
 DEFAULT_VISIBILITY_S = 30
 MAX_VISIBILITY_S = 43_200
 MAX_DELAY_S = 900
+MAX_MESSAGE_BYTES = 262_144
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _FIFO_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
@@ -41,12 +41,17 @@ _SETTABLE = (
     "ReceiveMessageWaitTimeSeconds", "FifoThroughputLimit", "SqsManagedSseEnabled",
     "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "Policy", "RedriveAllowPolicy",
 )  # fmt: skip
-# Attributes ocd accepts only at their SQS default value: it has nowhere to keep others yet.
-FIXED = {
-    "MaximumMessageSize": "262144",
+# Attributes kept as the queue's extras (``Store.queue_extras``), not in ocd's settings,
+# with the value shown while none is set (None: not shown).
+EXTRA_DEFAULTS: dict[str, str | None] = {
+    "MaximumMessageSize": str(MAX_MESSAGE_BYTES),
     "ReceiveMessageWaitTimeSeconds": "0",
-    "FifoThroughputLimit": "perQueue",
     "SqsManagedSseEnabled": "false",
+    "FifoThroughputLimit": "perQueue",
+    "Policy": None,
+    "RedriveAllowPolicy": None,
+    "KmsMasterKeyId": None,
+    "KmsDataKeyReusePeriodSeconds": None,
 }
 _FIFO_ONLY = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
 
@@ -60,23 +65,20 @@ def check_name(name: object) -> str:
     return name
 
 
-def queue_name_of(url: object) -> tuple[str, str]:
-    """(ocd account, queue name) from a QueueUrl (or a bare name); QueueDoesNotExist for an
-    account this endpoint does not serve."""
+def queue_name_of(url: object, account_id: str) -> str:
+    """The queue name of a QueueUrl (or a bare name) of the caller's account (its 12-digit
+    ``account_id``); QueueDoesNotExist for another account's: one account never learns
+    whether another has a queue of that name."""
     if not isinstance(url, str) or not url:
         raise no_queue()
     parts = url.rstrip("/").split("/")
-    name = parts[-1]
-    if len(parts) == 1:
-        return "local", name
-    account = ACCOUNTS.get(parts[-2])
-    if account is None:
+    if len(parts) > 1 and parts[-2] != account_id:
         raise no_queue()
-    return account, name
+    return parts[-1]
 
 
-def arn(region: str, queue: QueueRecord) -> str:
-    return f"arn:aws:sqs:{region}:{LOCAL_ACCOUNT_ID}:{queue.name}"
+def arn(region: str, account_id: str, name: str) -> str:
+    return f"arn:aws:sqs:{region}:{account_id}:{name}"
 
 
 def name_of_arn(value: object) -> str:
@@ -93,6 +95,7 @@ class Wanted:
     visibility_s: int | None = None
     redrive: tuple[str, int] | None = None  # (dead-letter queue name, maxReceiveCount)
     redrive_cleared: bool = False
+    extras: dict[str, str] = field(default_factory=dict)  # EXTRA_DEFAULTS keys; "" clears
 
 
 def _int(name: str, value: object, lo: int, hi: int) -> int:
@@ -159,23 +162,56 @@ def parse_attributes(name: str, attrs: Any, base: QueueSettings, creating: bool)
                 wanted = replace(wanted, redrive=None, redrive_cleared=True)
                 continue
             wanted = replace(wanted, redrive=_redrive(value))
-        elif key in (
-            "KmsMasterKeyId",
-            "KmsDataKeyReusePeriodSeconds",
-            "Policy",
-            "RedriveAllowPolicy",
-        ):
-            if value not in ("", None):
-                raise SqsError(
-                    "InvalidAttributeValue",
-                    f"Invalid value for the parameter {key}. Reason: not supported by ocd.",
-                )
-        elif key in FIXED and str(value) != FIXED[key]:
-            raise SqsError(
-                "InvalidAttributeValue",
-                f"Invalid value for the parameter {key}. Reason: ocd supports only {FIXED[key]}.",
-            )
+        elif key in EXTRA_DEFAULTS:
+            wanted.extras[key] = check_extra(key, value)
     return replace(wanted, settings=settings)
+
+
+def _bad(key: str, reason: str) -> SqsError:
+    return SqsError(
+        "InvalidAttributeValue", f"Invalid value for the parameter {key}. Reason: {reason}"
+    )
+
+
+def check_extra(key: str, value: object) -> str:
+    """An unmapped attribute's value, checked; "" clears a document attribute."""
+    text = "" if value is None else str(value)
+    if key == "MaximumMessageSize":
+        if not text.isdigit() or not 1024 <= int(text) <= MAX_MESSAGE_BYTES:
+            raise _bad(key, f"must be between 1024 and {MAX_MESSAGE_BYTES}.")
+        return str(int(text))
+    if key == "ReceiveMessageWaitTimeSeconds":
+        if not text.isdigit() or not 0 <= int(text) <= 20:
+            raise _bad(key, "must be between 0 and 20.")
+        return str(int(text))
+    if key == "KmsDataKeyReusePeriodSeconds":
+        if not text.isdigit() or not 60 <= int(text) <= 86_400:
+            raise _bad(key, "must be between 60 and 86400.")
+        return str(int(text))
+    if key == "SqsManagedSseEnabled":
+        if text.lower() not in ("true", "false"):
+            raise _bad(key, "must be true or false.")
+        return text.lower()
+    if key == "FifoThroughputLimit":
+        if text not in ("perQueue", "perMessageGroupId"):
+            raise _bad(key, "must be perQueue or perMessageGroupId.")
+        return text
+    if key in ("Policy", "RedriveAllowPolicy") and text:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            raise _bad(key, "not a valid JSON document.") from None
+        if not isinstance(doc, dict):
+            raise _bad(key, "not a JSON object.")
+        if key == "RedriveAllowPolicy":
+            perm = doc.get("redrivePermission")
+            if perm not in ("allowAll", "denyAll", "byQueue"):
+                raise _bad(key, "redrivePermission must be allowAll, denyAll or byQueue.")
+            arns = doc.get("sourceQueueArns")
+            if perm == "byQueue" and (not isinstance(arns, list) or not 1 <= len(arns) <= 10):
+                raise _bad(key, "byQueue needs 1 to 10 sourceQueueArns.")
+        return json.dumps(doc, separators=(",", ":"))
+    return text  # KmsMasterKeyId: kept as given
 
 
 def _redrive(value: object) -> tuple[str, int]:

@@ -40,7 +40,7 @@ async def enqueue(
     by_group = queue.settings.deduplication_scope == "message_group"
     now = min(m.sent_ms for m in messages)
     first: dict[tuple[str, str], FifoSent] = {}  # each id's first message here
-    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [], [], [], [], [])
+    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [], [], [], [], [], [])
     for m in messages:
         key = ((m.group or "") if by_group else "", m.dedup or "")
         if key in first:
@@ -61,6 +61,7 @@ async def enqueue(
                 last,
                 key[0],
                 m.sent_ms + DEDUP_WINDOW_MS,
+                m.attrs,
             ),
             strict=False,
         ):
@@ -74,6 +75,7 @@ async def enqueue(
         cols[10],
         random.randrange(SHARDS),
         last,
+        cols[11],
     )
     taken = {r[0] for r in rows}
     earlier: dict[tuple[str, str], FifoSent] = {}
@@ -113,8 +115,8 @@ async def claim(
 
 
 def delivery(row: Any, lease: int) -> Delivery:
-    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup = row
-    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup)
+    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs = row
+    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs)
 
 
 async def refresh(c: asyncpg.Connection, key: int, groups: Iterable[str | None]) -> None:

@@ -12,7 +12,7 @@ from ocd.store.dump import Copied, Dump
 from ocd.store.postgres import sql
 from ocd.store.postgres.errors import translating
 from ocd.store.postgres.store import PostgresStore
-from ocd.store.rows import consumer_settings
+from ocd.store.rows import consumer_settings, extras_row
 
 
 async def load(dsn: str, dump: Dump, now_ms: int, force: bool = False) -> Copied:
@@ -63,6 +63,8 @@ async def _copy_catalogue(conn: asyncpg.Connection, dump: Dump) -> dict[str, int
             s.deduplication_scope,
             dump.fifo_sequences.get(q.queue_id, 0),
         )
+    for queue_id, extras in dump.extras.items():
+        await conn.execute(sql.SET_QUEUE_EXTRAS, keys[queue_id], *extras_row(extras))
     for queue_id, c in dump.consumers:
         await conn.execute(
             sql.UPSERT_CONSUMER,
@@ -100,6 +102,7 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
                     m.group,
                     m.dedup,
                     m.sequence,
+                    m.attrs,
                 )
             )
             counts[key][0] += 1

@@ -234,6 +234,56 @@ MIGRATIONS: tuple[str, ...] = (
         node     text   NOT NULL
     );
     """,
+    """
+    -- What the SQS endpoint keeps and ocd's settings do not: per message its attributes
+    -- (an opaque blob), per queue its tags and its unmapped SQS attributes (JSON objects).
+    ALTER TABLE ocd_messages ADD COLUMN attrs bytea;
+    ALTER TABLE ocd_queues ADD COLUMN sqs_attrs text, ADD COLUMN tags text;
+    -- The FIFO claim returns the attributes too (a new result type: dropped and made again).
+    DROP FUNCTION ocd_fifo_claim(bigint, bigint, integer, bigint, bigint, smallint, text);
+    CREATE FUNCTION ocd_fifo_claim(q bigint, now_ms bigint, n integer, until_ms bigint,
+                                   lease_id bigint, kind smallint, node text)
+    RETURNS TABLE (seq bigint, id text, content_type text, body bytea, sent_ms bigint,
+                   attempts integer, grp text, fseq bigint, dedup text, attrs bytea,
+                   ord bigint)
+    LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      g record;
+      m record;
+      picked bigint[] := '{}';
+      taken text[] := '{}';
+      stale text[] := '{}';
+      k integer := 0;
+      took boolean;
+    BEGIN
+      PERFORM pg_advisory_xact_lock(1868784675, q::integer);  -- FIFO_LOCK, for the transaction
+      FOR g IN SELECT o.grp FROM ocd_groups o
+               WHERE o.queue = q AND o.ready_ms <= now_ms ORDER BY o.ready_ms LIMIT n LOOP
+        took := false;
+        FOR m IN SELECT x.seq, x.visible_ms FROM ocd_messages x
+                 WHERE x.queue = q AND x.grp = g.grp ORDER BY x.fseq LIMIT n - k LOOP
+          EXIT WHEN m.visible_ms > now_ms;
+          picked := picked || m.seq;
+          k := k + 1;
+          took := true;
+        END LOOP;
+        IF took THEN taken := taken || g.grp; ELSE stale := stale || g.grp; END IF;
+        EXIT WHEN k >= n;
+      END LOOP;
+      IF cardinality(stale) > 0 THEN PERFORM ocd_fifo_refresh(q, stale); END IF;
+      UPDATE ocd_groups o SET ready_ms = until_ms WHERE o.queue = q AND o.grp = ANY (taken);
+      RETURN QUERY
+        UPDATE ocd_messages x
+        SET attempts = x.attempts + 1, visible_ms = until_ms, lease = lease_id,
+            lease_kind = kind, owner = node
+        FROM unnest(picked) WITH ORDINALITY AS p (s, o)
+        WHERE x.seq = p.s AND x.queue + 0 = q
+        RETURNING x.seq, x.id, x.content_type, x.body, x.sent_ms, x.attempts, x.grp, x.fseq,
+                  x.dedup, x.attrs, p.o;
+    END
+    $fn$;
+    """,
 )
 
 CATALOGUE_CHANNEL = "ocd_catalogue"
@@ -352,15 +402,15 @@ def count_change(source: str, queue: str, shard: str, sign: str) -> str:
 
 
 # A group of sends of any number of queues: one statement inserts the rows and adds them
-# to the counts (shard $8), one more reads each queue's backlog and notifies its channel.
+# to the counts (shard $9), one more reads each queue's backlog and notifies its channel.
 ENQUEUE = """
 WITH ins AS (
-  INSERT INTO ocd_messages (queue, id, content_type, body, size, sent_ms, visible_ms)
+  INSERT INTO ocd_messages (queue, id, content_type, body, size, sent_ms, visible_ms, attrs)
   SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[],
-                       $6::bigint[], $7::bigint[])
+                       $6::bigint[], $7::bigint[], $8::bytea[])
   RETURNING queue, size)
 INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
-SELECT queue, $8, count(*), sum(size) FROM ins GROUP BY queue
+SELECT queue, $9, count(*), sum(size) FROM ins GROUP BY queue
 ON CONFLICT (queue, shard) DO UPDATE
 SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes
 """
@@ -402,7 +452,7 @@ WITH picked AS (
 UPDATE ocd_messages AS m
 SET attempts = m.attempts + 1, visible_ms = $4, lease = $5, lease_kind = $6, owner = $7
 FROM picked WHERE m.seq = picked.seq
-RETURNING m.seq, m.id, m.content_type, m.body, m.sent_ms, m.attempts
+RETURNING m.seq, m.id, m.content_type, m.body, m.sent_ms, m.attempts, m.attrs
 """
 
 # A transaction-scoped advisory lock of (class, key): CLAIM_LOCK or FIFO_LOCK, a queue key.
@@ -490,7 +540,7 @@ SELECT count(*) FROM d
 """
 
 PEEK = """
-SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup FROM ocd_messages
+SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs FROM ocd_messages
 WHERE queue = $1 AND visible_ms <= $2 ORDER BY visible_ms LIMIT $3
 """
 
@@ -530,11 +580,12 @@ WITH d AS (
   RETURNING fseq),
 ins AS (
   INSERT INTO ocd_messages (queue, id, content_type, body, size, sent_ms, visible_ms, grp,
-                            dedup, fseq)
+                            dedup, fseq, attrs)
   SELECT $1, m.* FROM unnest($2::text[], $3::text[], $4::bytea[], $5::integer[],
                              $6::bigint[], $7::bigint[], $8::text[], $9::text[],
-                             $10::bigint[]) AS m (id, ct, body, size, sent, visible, grp,
-                                                  dedup, fseq)
+                             $10::bigint[], $16::bytea[]) AS m (id, ct, body, size, sent,
+                                                                visible, grp, dedup, fseq,
+                                                                attrs)
   WHERE m.fseq IN (SELECT fseq FROM d)
   RETURNING size, grp, visible_ms, fseq),
 c AS (
@@ -549,7 +600,7 @@ SELECT fseq FROM d
 """
 
 FIFO_CLAIM = """
-SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup
+SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs
 FROM ocd_fifo_claim($1, $2, $3, $4, $5, $6::smallint, $7) ORDER BY ord
 """
 
@@ -661,6 +712,8 @@ INSERT INTO ocd_queues (account, name, queue_id, created_ms, modified_ms,
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING key
 """
+QUEUE_EXTRAS = "SELECT sqs_attrs, tags FROM ocd_queues WHERE key = $1"
+SET_QUEUE_EXTRAS = "UPDATE ocd_queues SET sqs_attrs = $2, tags = $3 WHERE key = $1"
 COPY_META = """
 INSERT INTO ocd_meta (key, value) VALUES ($1, $2)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value
@@ -678,6 +731,7 @@ COPY_COLUMNS = (
     "grp",
     "dedup",
     "fseq",
+    "attrs",
 )
 DEDUP_COLUMNS = ("queue", "scope", "dedup", "expires_ms", "message_id", "fseq")
 # new messages continue after the copied ones' seqs

@@ -56,6 +56,7 @@ from ocd.store.base import (
     NewMessage,
     NotReady,
     PullConsumer,
+    QueueExtras,
     QueueRecord,
     QueueSettings,
     Ready,
@@ -71,6 +72,8 @@ from ocd.store.rows import (
     CLOCK_MARK_KEY,
     consumer_from_row,
     consumer_settings,
+    extras_from_row,
+    extras_row,
     mark_from_bytes,
     mark_to_bytes,
     queue_from_row,
@@ -720,12 +723,14 @@ class PostgresStore:
             deliveries: list[Delivery] = []
             spent: list[int] = []
             exhausted: list[str] = []
-            for seq, mid, ctype, body, sent_ms, attempts in rows:
+            for seq, mid, ctype, body, sent_ms, attempts, attrs in rows:
                 if attempts > max_attempts:
                     spent.append(seq)
                     exhausted.append(mid)
                 else:
-                    deliveries.append(Delivery(seq, mid, ctype, body, sent_ms, attempts, lease))
+                    deliveries.append(
+                        Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, attrs=attrs)
+                    )
             if spent:
                 # Leased to us by the claim, so no one else can touch them meanwhile.
                 async with c.transaction():
@@ -953,8 +958,8 @@ class PostgresStore:
         async with self._db("read") as c:
             rows = await c.fetch(sql.PEEK, queue.key, now_ms, limit)
         return [
-            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup)
-            for seq, mid, ct, body, sent, att, grp, fseq, dedup in rows
+            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup, attrs)
+            for seq, mid, ct, body, sent, att, grp, fseq, dedup, attrs in rows
         ]
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
@@ -1080,6 +1085,20 @@ class PostgresStore:
                 await fifo.refresh(c, source.key, groups)
         self._notify(dest.key)
         return moved
+
+    # ---------------------------------------------------------------- SQS queue extras
+
+    async def queue_extras(self, queue: QueueRecord) -> QueueExtras:
+        async with self._db("read") as c:
+            row = await c.fetchrow(sql.QUEUE_EXTRAS, queue.key)
+        return QueueExtras() if row is None else extras_from_row(row[0], row[1])
+
+    async def set_queue_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
+        async with self._db("write", queue) as c, c.transaction():
+            await self._durable(c)
+            status = await c.execute(sql.SET_QUEUE_EXTRAS, queue.key, *extras_row(extras))
+        if _rowcount(status) == 0:
+            raise QueueNotFound(queue.name)
 
 
 def _rowcount(status: str) -> int:

@@ -131,7 +131,7 @@ class GroupWriter:
                 self._conn = None
                 self._conn = await self._connect()
             conn = self._conn
-            cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
+            cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [])
             keys: list[int] = []
             fifo_sends: dict[int, list[Send]] = {}
             for s in group:
@@ -149,6 +149,7 @@ class GroupWriter:
                     cols[4].append(len(m.body))
                     cols[5].append(m.sent_ms)
                     cols[6].append(m.visible_ms)
+                    cols[7].append(m.attrs)
             async with conn.transaction():
                 if cols[0]:
                     await conn.execute(sql.ENQUEUE, *cols, random.randrange(SHARDS))

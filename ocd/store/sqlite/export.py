@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ocd.errors import StoreError
 from ocd.store.dump import Dump, StoredDedup, StoredMessage
+from ocd.store.rows import extras_from_row
 from ocd.store.sqlite.store import DB_NAME, SqliteStore
 
 CHUNK = 2000
@@ -43,7 +44,14 @@ async def export(data_dir: Path, now_ms: int) -> AsyncIterator[Dump]:
                     (now_ms,),
                 )
             ]
-            yield Dump(queues, consumers, secrets, count, _messages(conn), sequences, dedup)
+            extras = {
+                qid: extras_from_row(a, t)
+                for qid, a, t in conn.execute(
+                    "SELECT queue_id, sqs_attrs, tags FROM queues "
+                    "WHERE sqs_attrs IS NOT NULL OR tags IS NOT NULL"
+                )
+            }
+            yield Dump(queues, consumers, secrets, count, _messages(conn), sequences, dedup, extras)
         finally:
             conn.close()
     finally:
@@ -55,7 +63,8 @@ def _messages(conn: sqlite3.Connection) -> Iterator[list[StoredMessage]]:
     while True:
         rows = conn.execute(
             "SELECT m.seq, q.queue_id, m.id, m.content_type, m.body, m.sent_ms, m.visible_ms, "
-            "m.attempts, m.grp, m.dedup, m.fseq FROM messages m JOIN queues q ON q.key = m.queue "
+            "m.attempts, m.grp, m.dedup, m.fseq, m.attrs FROM messages m "
+            "JOIN queues q ON q.key = m.queue "
             "WHERE m.seq > ? ORDER BY m.seq LIMIT ?",
             (after, CHUNK),
         ).fetchall()
@@ -63,6 +72,19 @@ def _messages(conn: sqlite3.Connection) -> Iterator[list[StoredMessage]]:
             return
         after = rows[-1][0]
         yield [
-            StoredMessage(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], r[6], r[7], r[8], r[9], r[10])
+            StoredMessage(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                bytes(r[4]),
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                r[9],
+                r[10],
+                None if r[11] is None else bytes(r[11]),
+            )
             for r in rows
         ]

@@ -24,7 +24,7 @@ from ocd.store.sqlite.writer import Tx, chunks, fetch_all, fetch_one, marks
 BATCH_SPAN = 1000
 
 
-# Rows per multi-row statement: SQLite allows 32,766 parameters, ten a message.
+# Rows per multi-row statement: SQLite allows 32,766 parameters, eleven a message.
 SEND_ROWS = 100
 
 
@@ -73,6 +73,7 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
                 m.group,
                 m.dedup,
                 last,
+                m.attrs,
             )
         )
         if m.group is not None:
@@ -153,8 +154,8 @@ def claim(
 
 
 def delivery(row: tuple[Any, ...], lease: int) -> Delivery:
-    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup = row
-    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup)
+    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs = row
+    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs)
 
 
 def hold_back(

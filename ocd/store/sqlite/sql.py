@@ -90,6 +90,13 @@ MIGRATIONS: tuple[str, ...] = (
         node     TEXT    NOT NULL
     );
     """,
+    """
+    -- What the SQS endpoint keeps and ocd's settings do not: per message its attributes
+    -- (an opaque blob), per queue its tags and its unmapped SQS attributes (JSON objects).
+    ALTER TABLE messages ADD COLUMN attrs BLOB;
+    ALTER TABLE queues ADD COLUMN sqs_attrs TEXT;
+    ALTER TABLE queues ADD COLUMN tags TEXT;
+    """,
 )
 
 SELECT_QUEUES = """
@@ -117,6 +124,9 @@ DELETE_QUEUE = "DELETE FROM queues WHERE key = ?"
 
 MARK_PURGED = "UPDATE queues SET purged_ms = ? WHERE key = ?"
 
+QUEUE_EXTRAS = "SELECT sqs_attrs, tags FROM queues WHERE key = ?"
+SET_QUEUE_EXTRAS = "UPDATE queues SET sqs_attrs = ?, tags = ? WHERE key = ?"
+
 SELECT_CONSUMERS = """
 SELECT key, queue, consumer_id, created_ms, dead_letter_queue, settings FROM consumers
 """
@@ -143,7 +153,7 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE excluded.value > me
 """
 
 PEEK = """
-SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup FROM messages
+SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs FROM messages
 WHERE queue = ? AND visible_ms <= ? ORDER BY visible_ms LIMIT ?
 """
 
@@ -154,14 +164,14 @@ SELECT queue, count(*), coalesce(sum(size), 0), min(sent_ms) FROM messages GROUP
 """
 
 _INSERT_MESSAGES = (
-    "INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms) "
+    "INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms, attrs) "
 )
 
 
 @functools.cache
 def insert_messages(rows: int) -> str:
-    """INSERT of ``rows`` messages in one statement, seven parameters each."""
-    return _INSERT_MESSAGES + "VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+    """INSERT of ``rows`` messages in one statement, eight parameters each."""
+    return _INSERT_MESSAGES + "VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
 
 
 # Messages a crash left leased to a push dispatcher become ready now; their attempt stays
@@ -186,7 +196,7 @@ SET attempts = attempts + 1, visible_ms = :until, lease = :lease, lease_kind = :
 WHERE seq IN (SELECT seq FROM messages
               WHERE queue = :q AND visible_ms <= :now
               ORDER BY visible_ms LIMIT :n)
-RETURNING seq, id, content_type, body, sent_ms, attempts
+RETURNING seq, id, content_type, body, sent_ms, attempts, attrs
 """
 
 # Every statement that names messages by seq also names their queue: a seq that has since
@@ -272,13 +282,13 @@ DEDUP_CLEAR = "DELETE FROM fifo_dedup WHERE queue = ?"
 
 _INSERT_FIFO = (
     "INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms, grp, "
-    "dedup, fseq) VALUES "
+    "dedup, fseq, attrs) VALUES "
 )
 
 
 @functools.cache
 def insert_fifo(rows: int) -> str:
-    return _INSERT_FIFO + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    return _INSERT_FIFO + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
 
 
 # A group that had no messages starts with its first message as its head.
@@ -307,7 +317,7 @@ CLAIM_SEQS = """
 UPDATE messages
 SET attempts = attempts + 1, visible_ms = ?, lease = ?, lease_kind = ?
 WHERE +queue = ? AND seq IN ({marks})
-RETURNING seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup
+RETURNING seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs
 """
 
 FIFO_INFO = "SELECT seq, grp, fseq, lease FROM messages WHERE +queue = ? AND seq IN ({marks})"

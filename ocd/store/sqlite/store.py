@@ -46,6 +46,7 @@ from ocd.store.base import (
     NewMessage,
     NotReady,
     PullConsumer,
+    QueueExtras,
     QueueRecord,
     QueueSettings,
     Ready,
@@ -57,6 +58,8 @@ from ocd.store.rows import (
     CLOCK_MARK_KEY,
     consumer_from_row,
     consumer_settings,
+    extras_from_row,
+    extras_row,
     mark_from_bytes,
     mark_to_bytes,
     queue_from_row,
@@ -651,12 +654,14 @@ class SqliteStore:
             deliveries: list[Delivery] = []
             spent: list[int] = []
             exhausted: list[str] = []
-            for seq, mid, ctype, body, sent_ms, attempts in rows:
+            for seq, mid, ctype, body, sent_ms, attempts, attrs in rows:
                 if attempts > max_attempts:
                     spent.append(seq)
                     exhausted.append(mid)
                 else:
-                    deliveries.append(Delivery(seq, mid, ctype, body, sent_ms, attempts, lease))
+                    deliveries.append(
+                        Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, attrs=attrs)
+                    )
             if spent:
                 self._dead_letter(tx, queue, spent, dead_letter, now_ms)
             deliveries.sort(key=lambda d: d.seq)
@@ -877,8 +882,8 @@ class SqliteStore:
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
         return [
-            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup)
-            for seq, mid, ct, body, sent, att, grp, fseq, dedup in rows
+            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup, attrs)
+            for seq, mid, ct, body, sent, att, grp, fseq, dedup, attrs in rows
         ]
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
@@ -1042,6 +1047,24 @@ class SqliteStore:
 
         result: int = await self._submit(Call(move, most_rows=len(seqs)))
         return result
+
+    # ---------------------------------------------------------------- SQS queue extras
+
+    async def queue_extras(self, queue: QueueRecord) -> QueueExtras:
+        assert self._r is not None
+        try:
+            rows = await read_all(self._r, sql.QUEUE_EXTRAS, (queue.key,))
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        return extras_from_row(*rows[0]) if rows else QueueExtras()
+
+    async def set_queue_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
+        def put(tx: Tx) -> None:
+            cur = tx.conn.execute(sql.SET_QUEUE_EXTRAS, (*extras_row(extras), queue.key))
+            if cur.rowcount == 0:
+                raise QueueNotFound(queue.name)
+
+        await self._submit(Call(put))
 
     # ---------------------------------------------------------------- cron triggers
 

@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 MAX_GROUP = 4000  # operations per group commit; bounds one transaction's size
 IN_CHUNK = 500  # parameters per "seq IN (...)" statement
-INSERT_ROWS = 32  # messages per INSERT statement (7 parameters each)
+INSERT_ROWS = 32  # messages per INSERT statement (8 parameters each)
 INLINE_ROWS = 1000  # a group touching at most this many rows may commit on the loop
 INLINE_WINDOW = 16  # when more than half of the last this many inline commits ...
 SLOW_INLINE_S = 0.004  # ... slept longer than this, ...
@@ -125,7 +125,7 @@ class Enqueue(Op):
     def rows(self) -> list[tuple[Any, ...]]:
         key = self.queue.key
         return [
-            (key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms)
+            (key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms, m.attrs)
             for m in self.messages
         ]
 

@@ -1,0 +1,170 @@
+"""Message attributes and system attributes over SQS with a real boto3 client: stored with
+the message (across a restart), filtered on receive, MD5s as the SDKs compute them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import aiohttp
+import botocore.exceptions
+import pytest
+
+from ocd.http.sqs.md5 import md5_of_attributes
+from tests.helpers import eventually
+from tests.integration.sqs import SqsDaemon, start
+
+pytestmark = pytest.mark.timeout(60)
+
+ATTRS = {
+    "n": {"DataType": "Number", "StringValue": "42.5"},
+    "c.label": {"DataType": "String.custom", "StringValue": "héllo"},
+    "b": {"DataType": "Binary", "BinaryValue": b"\x00\x01\xff"},
+}
+TRACE = {"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-abc"}}
+
+
+def _wire(attrs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The attributes as the JSON protocol carries them (binary in base64)."""
+    return {
+        k: {
+            kk: base64.b64encode(vv).decode() if isinstance(vv, bytes) else vv
+            for kk, vv in v.items()
+        }
+        for k, v in attrs.items()
+    }
+
+
+@pytest.fixture
+async def session():
+    s = aiohttp.ClientSession()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def sqs(tmp_path, store_section, session):
+    d = await start(tmp_path, store_section, session)
+    yield d
+    await d.daemon.shutdown(timeout_s=1)
+
+
+async def _receive(s: SqsDaemon, url: str, **kw: Any) -> list[dict[str, Any]]:
+    out = await s.call(s.sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10, **kw)
+    return list(out.get("Messages", []))
+
+
+async def test_attributes_come_back_with_the_md5s_the_sdks_check(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = (await sqs.call(c.create_queue, QueueName="attrs"))["QueueUrl"]
+    sent = await sqs.call(
+        c.send_message,
+        QueueUrl=url,
+        MessageBody="hello",
+        MessageAttributes=ATTRS,
+        MessageSystemAttributes=TRACE,
+    )
+    assert sent["MD5OfMessageAttributes"] == md5_of_attributes(_wire(ATTRS))
+    assert sent["MD5OfMessageSystemAttributes"] == md5_of_attributes(TRACE)
+    (m,) = await _receive(
+        sqs,
+        url,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["AWSTraceHeader"],
+        VisibilityTimeout=0,
+    )
+    assert m["MessageAttributes"] == ATTRS
+    assert m["MD5OfMessageAttributes"] == sent["MD5OfMessageAttributes"]
+    assert m["Attributes"] == {"AWSTraceHeader": "Root=1-abc"}
+    # a prefix or a name picks some; the MD5 is over the ones returned
+    (m,) = await _receive(sqs, url, MessageAttributeNames=["c.*", "n"], VisibilityTimeout=0)
+    picked = {k: ATTRS[k] for k in ("c.label", "n")}
+    assert m["MessageAttributes"] == picked
+    assert m["MD5OfMessageAttributes"] == md5_of_attributes(_wire(picked))
+    (m,) = await _receive(sqs, url)
+    assert "MessageAttributes" not in m and "MD5OfMessageAttributes" not in m
+    assert "Attributes" not in m
+
+
+async def test_batch_entries_with_bad_attributes_fail_alone(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = (await sqs.call(c.create_queue, QueueName="battrs"))["QueueUrl"]
+    too_many = {f"a{i}": {"DataType": "String", "StringValue": "x"} for i in range(11)}
+    out = await sqs.call(
+        c.send_message_batch,
+        QueueUrl=url,
+        Entries=[
+            {"Id": "ok", "MessageBody": "x", "MessageAttributes": ATTRS},
+            {"Id": "bad", "MessageBody": "y", "MessageAttributes": too_many},
+            {
+                "Id": "reserved",
+                "MessageBody": "z",
+                "MessageAttributes": {"AWS.x": TRACE["AWSTraceHeader"]},
+            },
+        ],
+    )
+    (ok,) = out["Successful"]
+    assert ok["Id"] == "ok" and ok["MD5OfMessageAttributes"] == md5_of_attributes(_wire(ATTRS))
+    assert {f["Id"]: f["Code"] for f in out["Failed"]} == {
+        "bad": "InvalidParameterValue",
+        "reserved": "InvalidParameterValue",
+    }
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=too_many)
+    assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+    # attributes count toward the message size
+    big = {"big": {"DataType": "String", "StringValue": "v" * 262_000}}
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.send_message, QueueUrl=url, MessageBody="x" * 200, MessageAttributes=big)
+    assert "shorter than" in e.value.response["Error"]["Message"]
+
+
+async def test_fifo_messages_keep_their_attributes(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = (
+        await sqs.call(
+            c.create_queue,
+            QueueName="fa.fifo",
+            Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+        )
+    )["QueueUrl"]
+    for i in range(2):
+        await sqs.call(
+            c.send_message,
+            QueueUrl=url,
+            MessageBody=f"m{i}",
+            MessageGroupId="g",
+            MessageAttributes={"i": {"DataType": "Number", "StringValue": str(i)}},
+        )
+    got = await _receive(sqs, url, MessageAttributeNames=["All"])
+    assert [m["MessageAttributes"]["i"]["StringValue"] for m in got] == ["0", "1"]
+
+
+async def test_attributes_survive_a_restart_and_workers_get_the_body_alone(
+    tmp_path, store_section, session
+) -> None:
+    d = await start(tmp_path, store_section, session)
+    try:
+        url = (await d.call(d.sqs.create_queue, QueueName="kept"))["QueueUrl"]
+        await d.call(d.sqs.send_message, QueueUrl=url, MessageBody="b", MessageAttributes=ATTRS)
+        worked = (await d.call(d.sqs.get_queue_url, QueueName="worked"))["QueueUrl"]
+        await d.call(
+            d.sqs.send_message, QueueUrl=worked, MessageBody="for a worker", MessageAttributes=ATTRS
+        )
+
+        def recorded() -> list[dict[str, Any]]:
+            if not d.record.exists():
+                return []
+            return [json.loads(x) for x in d.record.read_text().splitlines() if x]
+
+        (line,) = await eventually(recorded)
+        assert (line["type"], line["body"]) == ("str", "for a worker")
+    finally:
+        await d.daemon.shutdown(timeout_s=1)
+    d = await start(tmp_path, store_section, session)
+    try:
+        (m,) = await _receive(d, url, MessageAttributeNames=["All"])
+        assert m["MessageAttributes"] == ATTRS
+    finally:
+        await d.daemon.shutdown(timeout_s=1)

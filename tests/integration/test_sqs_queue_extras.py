@@ -1,0 +1,156 @@
+"""What SQS keeps for a queue beyond ocd's settings, over a real boto3 client: tags,
+permissions in ``Policy``, ``RedriveAllowPolicy``, and the attributes ocd enforces
+(``MaximumMessageSize``, ``ReceiveMessageWaitTimeSeconds``), kept across a restart."""
+
+from __future__ import annotations
+
+import json
+
+import aiohttp
+import botocore.exceptions
+import pytest
+
+from tests.integration.sqs import SqsDaemon, start
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def session():
+    s = aiohttp.ClientSession()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def sqs(tmp_path, store_section, session):
+    d = await start(tmp_path, store_section, session)
+    yield d
+    await d.daemon.shutdown(timeout_s=1)
+
+
+async def _attrs(s: SqsDaemon, url: str, *names: str) -> dict[str, str]:
+    out = await s.call(s.sqs.get_queue_attributes, QueueUrl=url, AttributeNames=list(names))
+    return dict(out.get("Attributes", {}))
+
+
+async def test_tags_are_set_listed_removed_and_kept_across_a_restart(
+    tmp_path, store_section, session
+) -> None:
+    d = await start(tmp_path, store_section, session)
+    try:
+        c = d.sqs
+        url = (await d.call(c.create_queue, QueueName="tagged", tags={"team": "ops"}))["QueueUrl"]
+        await d.call(c.tag_queue, QueueUrl=url, Tags={"env": "dev", "team": "core"})
+        assert (await d.call(c.list_queue_tags, QueueUrl=url))["Tags"] == {
+            "team": "core",
+            "env": "dev",
+        }
+        await d.call(c.untag_queue, QueueUrl=url, TagKeys=["team", "absent"])
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            await d.call(c.tag_queue, QueueUrl=url, Tags={"aws:x": "y"})
+        assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+    finally:
+        await d.daemon.shutdown(timeout_s=1)
+    d = await start(tmp_path, store_section, session)
+    try:
+        assert (await d.call(d.sqs.list_queue_tags, QueueUrl=url))["Tags"] == {"env": "dev"}
+        other = (await d.call(d.sqs.create_queue, QueueName="untagged"))["QueueUrl"]
+        assert "Tags" not in await d.call(d.sqs.list_queue_tags, QueueUrl=other)
+    finally:
+        await d.daemon.shutdown(timeout_s=1)
+
+
+async def test_permissions_are_statements_of_the_policy_attribute(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = (await sqs.call(c.create_queue, QueueName="shared"))["QueueUrl"]
+    assert "Policy" not in await _attrs(sqs, url, "All")
+    await sqs.call(
+        c.add_permission,
+        QueueUrl=url,
+        Label="send-from-b",
+        AWSAccountIds=["111122223333"],
+        Actions=["SendMessage", "ReceiveMessage"],
+    )
+    policy = json.loads((await _attrs(sqs, url, "Policy"))["Policy"])
+    (st,) = policy["Statement"]
+    assert st["Sid"] == "send-from-b" and st["Effect"] == "Allow"
+    assert st["Principal"] == {"AWS": ["arn:aws:iam::111122223333:root"]}
+    assert st["Action"] == ["SQS:SendMessage", "SQS:ReceiveMessage"]
+    assert st["Resource"] == "arn:aws:sqs:us-east-1:000000000000:shared"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(
+            c.add_permission, QueueUrl=url, Label="send-from-b",
+            AWSAccountIds=["111122223333"], Actions=["SendMessage"],
+        )  # fmt: skip
+    assert "Already exists" in e.value.response["Error"]["Message"]
+    await sqs.call(c.remove_permission, QueueUrl=url, Label="send-from-b")
+    assert "Policy" not in await _attrs(sqs, url, "All")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.remove_permission, QueueUrl=url, Label="send-from-b")
+    assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+async def test_unmapped_attributes_are_kept_and_shown(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    allow = json.dumps({"redrivePermission": "denyAll"})
+    policy = json.dumps({"Version": "2012-10-17", "Statement": []})
+    url = (
+        await sqs.call(
+            c.create_queue,
+            QueueName="kept",
+            Attributes={"RedriveAllowPolicy": allow, "MaximumMessageSize": "2048"},
+        )
+    )["QueueUrl"]
+    await sqs.call(
+        c.set_queue_attributes,
+        QueueUrl=url,
+        Attributes={"Policy": policy, "KmsMasterKeyId": "alias/x", "SqsManagedSseEnabled": "true"},
+    )
+    got = await _attrs(sqs, url, "All")
+    assert json.loads(got["RedriveAllowPolicy"]) == {"redrivePermission": "denyAll"}
+    assert json.loads(got["Policy"]) == json.loads(policy)
+    assert (got["MaximumMessageSize"], got["KmsMasterKeyId"]) == ("2048", "alias/x")
+    assert (got["SqsManagedSseEnabled"], got["ReceiveMessageWaitTimeSeconds"]) == ("true", "0")
+    with pytest.raises(c.exceptions.InvalidAttributeValue):
+        await sqs.call(
+            c.set_queue_attributes, QueueUrl=url, Attributes={"RedriveAllowPolicy": "{}"}
+        )
+    with pytest.raises(c.exceptions.InvalidAttributeValue):
+        await sqs.call(
+            c.set_queue_attributes, QueueUrl=url, Attributes={"MaximumMessageSize": "100"}
+        )
+    # CreateQueue again: the same kept attributes give the URL, others QueueNameExists
+    same = {"RedriveAllowPolicy": allow, "MaximumMessageSize": "2048"}
+    assert (await sqs.call(c.create_queue, QueueName="kept", Attributes=same))["QueueUrl"] == url
+    with pytest.raises(c.exceptions.QueueNameExists):
+        await sqs.call(c.create_queue, QueueName="kept", Attributes={"MaximumMessageSize": "4096"})
+    # the queue's MaximumMessageSize is enforced on sends
+    await sqs.call(c.send_message, QueueUrl=url, MessageBody="x" * 2048)
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.send_message, QueueUrl=url, MessageBody="x" * 2049)
+    assert "shorter than 2048 bytes" in e.value.response["Error"]["Message"]
+    await sqs.call(c.set_queue_attributes, QueueUrl=url, Attributes={"Policy": ""})
+    assert "Policy" not in await _attrs(sqs, url, "All")
+
+
+async def test_receive_message_wait_time_seconds_is_the_default_long_poll(
+    sqs: SqsDaemon,
+) -> None:
+    c = sqs.sqs
+    url = (
+        await sqs.call(
+            c.create_queue, QueueName="waits", Attributes={"ReceiveMessageWaitTimeSeconds": "20"}
+        )
+    )["QueueUrl"]
+    assert (await _attrs(sqs, url, "ReceiveMessageWaitTimeSeconds")) == {
+        "ReceiveMessageWaitTimeSeconds": "20"
+    }
+    # a message delayed past the moment of the receive: only a long poll gets it
+    await sqs.call(c.send_message, QueueUrl=url, MessageBody="late", DelaySeconds=1)
+    out = await sqs.call(c.receive_message, QueueUrl=url)
+    assert [m["Body"] for m in out["Messages"]] == ["late"]
+    await sqs.call(c.send_message, QueueUrl=url, MessageBody="later", DelaySeconds=1)
+    # an explicit WaitTimeSeconds=0 still answers at once
+    out = await sqs.call(c.receive_message, QueueUrl=url, WaitTimeSeconds=0)
+    assert "Messages" not in out

@@ -130,8 +130,11 @@ class Node:
                 raise RuntimeError(f"{self.name} exited {code} at start; see {self.log}")
             with contextlib.suppress(aiohttp.ClientError, OSError):
                 async with s.get(self.url + "/__ocd/readyz") as r:
-                    if r.status == 200:
-                        return
+                    ready = r.status == 200
+                if ready:  # and the SQS listener, which starts after the main one
+                    _, writer = await asyncio.open_connection("127.0.0.1", self.sqs_port)
+                    writer.close()
+                    return
             await asyncio.sleep(0.05)  # the pace of polling, not synchronisation
         raise RuntimeError(f"{self.name} not ready within {STARTUP_TIMEOUT_S} s; see {self.log}")
 

@@ -85,6 +85,7 @@ class Daemon:
     scheduler: Scheduler = field(init=False)  # cron triggers
     ui: Dashboard | None = None
     last_reload: dict[str, Any] | None = None  # when, and what it changed or why it failed
+    accept_data_loss: bool = False  # ocd serve --accept-data-loss
 
     def __post_init__(self) -> None:
         sc = self.config.store
@@ -95,6 +96,7 @@ class Daemon:
             dsn=sc.dsn,
             pool_size=sc.pool_size,
             node_heartbeat_s=sc.node_heartbeat_s,
+            accept_data_loss=self.accept_data_loss,
         )
         if hasattr(self.store, "on_commit"):  # the backend reports its group commits
             self.store.on_commit = self.metrics.committed

@@ -55,15 +55,17 @@ def make_store(
     dsn: str | None = None,
     pool_size: int = 10,
     node_heartbeat_s: float = 15.0,
+    accept_data_loss: bool = False,
 ) -> Store:
-    """A closed store of the named backend; ``open()`` it to use it."""
+    """A closed store of the named backend; ``open()`` it to use it. ``accept_data_loss``:
+    start on a SQLite database older than its high-water mark, saying so."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown store backend {backend!r}; known: {', '.join(BACKENDS)}")
     module, name = BACKENDS[backend].split(":")
     cls: Any = getattr(importlib.import_module(module), name)
     if backend == "sqlite":
         assert data_dir is not None
-        store: Store = cls(data_dir, durability)
+        store: Store = cls(data_dir, durability, accept_data_loss=accept_data_loss)
     else:
         assert dsn is not None
         store = cls(dsn, durability, pool_size=pool_size, node_heartbeat_s=node_heartbeat_s)

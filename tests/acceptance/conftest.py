@@ -47,12 +47,16 @@ class OcdProcess:
     """One ``ocd serve`` run; collects its JSON log lines as they arrive."""
 
     def __init__(
-        self, config: Path, extra_env: dict[str, str] | None = None, command: str = "serve"
+        self,
+        config: Path,
+        extra_env: dict[str, str] | None = None,
+        command: str = "serve",
+        args: tuple[str, ...] = (),
     ) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.update(extra_env or {})
         self.proc = subprocess.Popen(
-            ocd_command(command, "-c", str(config), "--log-format", "json"),
+            ocd_command(command, "-c", str(config), "--log-format", "json", *args),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -252,32 +252,39 @@ async def foreign_case(root: Path) -> dict[str, Any]:
 
 
 async def run(quick: bool) -> dict[str, Any]:
-    k = 300 if quick else 3000
+    k, rounds = (300, 1) if quick else (3000, 3)
     root = Path(tempfile.mkdtemp(prefix="ocd-chaos-damaged-"))
+    runs: dict[str, list[dict[str, Any]]] = {}
     try:
-        cases: dict[str, dict[str, Any]] = {}
-        for name, damage in CASES.items():
-            cases[name] = await one_case(name, damage, k, root)
-        cases["foreign_db"] = await foreign_case(root)
+        for _ in range(rounds):
+            for name, damage in CASES.items():
+                runs.setdefault(name, []).append(await one_case(name, damage, k, root))
+            runs.setdefault("foreign_db", []).append(await foreign_case(root))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    control = cases["undamaged"]
-    damaged = {n: c for n, c in cases.items() if n != "undamaged"}
+    cases = {name: rs[-1] for name, rs in runs.items()}  # the last round's, in full
+    control = runs["undamaged"]
+    damaged = {n: rs for n, rs in runs.items() if n != "undamaged"}
     detected = all(
-        c["refused"] and c.get("exit") == 3 and (c.get("advised") or c.get("unchanged"))
-        for c in damaged.values()
+        r["refused"] and r.get("exit") == 3 and (r.get("advised") or r.get("unchanged"))
+        for rs in damaged.values()
+        for r in rs
     )
-    lost = sum(c["lost"] for c in cases.values())
-    ok = detected and not control["refused"] and control["lost"] == 0
-    refused = [n for n, c in damaged.items() if c["refused"]]
+    lost = sum(r["lost"] for rs in runs.values() for r in rs)
+    ok = detected and all(not r["refused"] and r["lost"] == 0 for r in control)
+    refused = sum(r["refused"] for rs in damaged.values() for r in rs)
+    tried = sum(len(rs) for rs in damaged.values())
     return {
         "ok": ok,
         "lost": lost,
+        "rounds": rounds,
         "messages_per_case": 2 * k,
+        "refused_per_case": {n: sum(r["refused"] for r in rs) for n, rs in runs.items()},
         "cases": cases,
         "recovered": (
-            f"the undamaged restart after kill -9 came up with all {2 * k} messages; "
-            f"{len(refused)} of {len(damaged)} damaged cases refused at start (exit 3) with "
-            "advice (restore a backup, or --accept-data-loss), the foreign database unchanged"
+            f"every undamaged restart after kill -9 came up with all {2 * k} messages "
+            f"({rounds} round(s)); {refused} of {tried} damaged starts were refused (exit 3) "
+            "with advice (restore a backup, or --accept-data-loss), the foreign database "
+            "unchanged"
         ),
     }

@@ -101,6 +101,7 @@ class SqliteStore:
         self.accept_data_loss = accept_data_loss
         self._lock_fd: int | None = None
         self._mark: MarkFile | None = None
+        self._final_commits = 0  # durable commits when the writer closed
         self._r: aiosqlite.Connection | None = None
         self._queues: dict[tuple[str, str], QueueRecord] = {}
         self._by_key: dict[int, QueueRecord] = {}
@@ -361,9 +362,9 @@ class SqliteStore:
 
     async def close(self) -> None:
         self._closing = True
-        commits = self._writer.durable_commits if self._writer is not None else 0
         await self._close_connections()
         if self._mark is not None:
+            commits = self._final_commits
             # With durability "normal" the commits are on disk once the last connection's
             # checkpoint has copied the whole WAL into the database and removed it.
             if self.durability == "full" or not Path(f"{self.path}-wal").exists():
@@ -396,6 +397,7 @@ class SqliteStore:
             self._r = None
         if self._writer is not None:
             await self._writer.close()
+            self._final_commits = self._writer.durable_commits  # pending groups included
             self._writer = None
 
     def _unlock(self) -> None:

@@ -1,7 +1,8 @@
 """The ``ocd`` command. The only module that configures logging or exits the process.
 
 Exit codes: 0 clean stop, 1 a background task died, 2 usage or config error,
-3 startup failure (port taken, database unwritable or locked). ``ocd queues`` and
+3 startup failure (port taken, database unwritable, locked, damaged, or older than what ocd
+committed to it: see ``--accept-data-loss``). ``ocd queues`` and
 ``ocd token`` (in ``ocd.cli_queues``): 0 done, 1 an API error or an unreachable daemon,
 2 usage.
 """

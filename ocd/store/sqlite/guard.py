@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from ocd.errors import SchemaError, StoreBehind, StoreCorrupt, StoreError, StoreLockedError
+from ocd.errors import (
+    SchemaError,
+    StoreBehind,
+    StoreCorrupt,
+    StoreError,
+    StoreFull,
+    StoreLockedError,
+    StoreUnavailable,
+)
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.mark import Mark, Unreadable, mark_path, read_mark
@@ -160,7 +168,8 @@ def _unreadable(db: Path, e: sqlite3.Error) -> StoreError:
             "open",
         )
     # Not damage (permissions, I/O, a full disk): a backup would not help.
-    return type(err)(
+    cls = StoreFull if isinstance(err, StoreFull) else StoreUnavailable
+    return cls(
         f"cannot read {db}: {e} (the file itself is not known to be damaged; "
         "check the disk and the file's permissions)",
         str(db),

@@ -32,6 +32,8 @@ from ocd.errors import (
     StoreConflict,
     StoreCorrupt,
     StoreError,
+    StoreFull,
+    StoreUnavailable,
 )
 from ocd.store.base import (
     Backlog,
@@ -219,7 +221,8 @@ class SqliteStore:
                     "open",
                 ) from e
             # Not damage (I/O, permissions, a full disk): a backup would not help.
-            raise type(err)(f"cannot open {self.path}: {e}", self.where, "open") from e
+            cls = StoreFull if isinstance(err, StoreFull) else StoreUnavailable
+            raise cls(f"cannot open {self.path}: {e}", self.where, "open") from e
         self._start_mark(mark)
 
     def _start_mark(self, mark: Mark) -> None:

@@ -37,9 +37,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 RESULTS = Path(__file__).resolve().parent / "results"
 
 # name -> module in this package; each has ``async def run(quick: bool) -> dict``.
-SCENARIOS: dict[str, str] = {
-    "damaged_files": "damaged_files",
-}
+SCENARIOS: dict[str, str] = {"damaged_files": "damaged_files"}
 
 
 async def run_one(name: str, quick: bool) -> dict[str, Any]:
@@ -76,11 +74,8 @@ async def main(argv: list[str]) -> int:
         results[name] = await run_one(name, args.quick)
         print(f"chaos: {name}: {verdict(results[name])} {results[name]}", file=sys.stderr)
     RESULTS.mkdir(exist_ok=True)
-    report = {
-        "quick": args.quick,
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "scenarios": results,
-    }
+    report = {"quick": args.quick, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "scenarios": results}
     (RESULTS / ("quick.json" if args.quick else "latest.json")).write_text(
         json.dumps(report, indent=2) + "\n"
     )

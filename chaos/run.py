@@ -43,6 +43,7 @@ SCENARIOS: dict[str, str] = {
     "hostile": "hostile",  # half-open floods at a low descriptor limit, gzip bombs
     "clock_steps": "clock_steps",
     "full_disk": "full_disk",
+    "damaged_files": "damaged_files",
 }
 
 

@@ -1,7 +1,8 @@
 """The ``ocd`` command. The only module that configures logging or exits the process.
 
 Exit codes: 0 clean stop, 1 a background task died, 2 usage or config error,
-3 startup failure (port taken, database unwritable or locked). ``ocd queues`` and
+3 startup failure (port taken, database unwritable, locked, damaged, or older than what ocd
+committed to it: see ``--accept-data-loss``). ``ocd queues`` and
 ``ocd token`` (in ``ocd.cli_queues``): 0 done, 1 an API error or an unreachable daemon,
 2 usage.
 """
@@ -80,12 +81,22 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
         p.add_argument("--log-format", default="text", choices=["text", "json"])
 
+    def accept_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--accept-data-loss",
+            action="store_true",
+            help="start even though the database is older than what ocd committed to it "
+            "(a lost or damaged WAL, a replaced file), running on what it holds",
+        )
+
     serve = sub.add_parser("serve", help="run the daemon (SIGHUP reloads the config)")
     config_arg(serve)
+    accept_arg(serve)
     dev = sub.add_parser(
         "dev", help="serve, and reload whenever the config or a worker's code changes"
     )
     config_arg(dev)
+    accept_arg(dev)
     check = sub.add_parser(
         "check-config", help="validate the config and import every worker, then exit"
     )
@@ -175,7 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{sum(len(w.config.consumers) for w in workers)} consumer(s))"
         )
         return EXIT_OK
-    return _run(_serve(config, workers, dev=args.command == "dev"))
+    return _run(
+        _serve(config, workers, dev=args.command == "dev", accept_data_loss=args.accept_data_loss)
+    )
 
 
 def _log_tasks() -> None:
@@ -201,12 +214,14 @@ def _run(coro: Any) -> int:
         return result
 
 
-async def _serve(config: Config, workers: list[LoadedWorker], dev: bool = False) -> int:
+async def _serve(
+    config: Config, workers: list[LoadedWorker], dev: bool = False, accept_data_loss: bool = False
+) -> int:
     # Imported here: the daemon pulls in aiohttp and the store, which the client commands
     # (ocd queues, ocd token) do not need at every invocation.
     from ocd.daemon import Daemon, StartupError
 
-    daemon = Daemon(config, workers)
+    daemon = Daemon(config, workers, accept_data_loss=accept_data_loss)
     try:
         await daemon.start()
     except StartupError as e:

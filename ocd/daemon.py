@@ -97,6 +97,7 @@ class Daemon:
     scheduler: Scheduler = field(init=False)  # cron triggers
     ui: Dashboard | None = None
     last_reload: dict[str, Any] | None = None  # when, and what it changed or why it failed
+    accept_data_loss: bool = False  # ocd serve --accept-data-loss
 
     def __post_init__(self) -> None:
         sc = self.config.store
@@ -109,6 +110,7 @@ class Daemon:
             node_heartbeat_s=sc.node_heartbeat_s,
             clock=self.clock,
             disk_reserve_bytes=self.config.server.disk_reserve_bytes,
+            accept_data_loss=self.accept_data_loss,
         )
         if hasattr(self.store, "on_commit"):  # the backend reports its group commits
             self.store.on_commit = self.metrics.committed

@@ -13,7 +13,9 @@
     │   │                      was written
     │   ├── StoreLockedError   another ocd owns the data directory
     │   └── StoreCorrupt       not an ocd database, a newer schema, or a damaged file
-    │       └── SchemaError    (the older name, kept for callers)
+    │       ├── SchemaError    (the older name, kept for callers)
+    │       └── StoreBehind    the database holds less than ocd committed to it (its
+    │                          high-water mark): a lost or damaged WAL, a replaced file
     ├── QueueNotFound          a queue name that does not exist (code 10104); ``queue``
     ├── QueueExists            the account has a queue of that name; ``account``, ``name``
     ├── QueueInUse             the config file names the queue, so it cannot be deleted or
@@ -117,6 +119,17 @@ class StoreCorrupt(StoreError):
 
 
 SchemaError = StoreCorrupt
+
+
+class StoreBehind(StoreCorrupt):
+    """The database is older than what ocd durably committed to it; ``missing`` commits
+    are gone (None when the file is another database altogether)."""
+
+    def __init__(
+        self, message: str, missing: int | None = None, where: str = "", operation: str = ""
+    ) -> None:
+        self.missing = missing
+        super().__init__(message, where, operation)
 
 
 class QueueNotFound(OcdError):

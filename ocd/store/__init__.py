@@ -59,8 +59,10 @@ def make_store(
     node_heartbeat_s: float = 15.0,
     clock: Clock = wall_ms,
     disk_reserve_bytes: int | None = None,
+    accept_data_loss: bool = False,
 ) -> Store:
-    """A closed store of the named backend; ``open()`` it to use it."""
+    """A closed store of the named backend; ``open()`` it to use it. ``accept_data_loss``:
+    start on a SQLite database older than its high-water mark, saying so."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown store backend {backend!r}; known: {', '.join(BACKENDS)}")
     module, name = BACKENDS[backend].split(":")
@@ -68,7 +70,7 @@ def make_store(
     if backend == "sqlite":
         assert data_dir is not None
         reserve = {} if disk_reserve_bytes is None else {"disk_reserve_bytes": disk_reserve_bytes}
-        store: Store = cls(data_dir, durability, **reserve)
+        store: Store = cls(data_dir, durability, accept_data_loss=accept_data_loss, **reserve)
     else:
         assert dsn is not None
         store = cls(

@@ -52,11 +52,12 @@ class OcdProcess:
         extra_env: dict[str, str] | None = None,
         command: str = "serve",
         preexec_fn: Any = None,  # run in the child before ocd, e.g. to lower a resource limit
+        args: tuple[str, ...] = (),
     ) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.update(extra_env or {})
         self.proc = subprocess.Popen(
-            ocd_command(command, "-c", str(config), "--log-format", "json"),
+            ocd_command(command, "-c", str(config), "--log-format", "json", *args),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

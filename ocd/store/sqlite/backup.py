@@ -4,13 +4,13 @@ backup API, no stop needed), and putting one back while ocd is stopped."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sqlite3
 from pathlib import Path
 
 from ocd.errors import SchemaError, StoreError, StoreLockedError
-from ocd.store.sqlite import sql
+from ocd.store.sqlite import guard, sql
+from ocd.store.sqlite.mark import remove_mark
 from ocd.store.sqlite.store import DB_NAME
 
 
@@ -49,7 +49,8 @@ def backup(data_dir: Path, dest: Path) -> int:
 
 def restore(src: Path, data_dir: Path) -> None:
     """Put the backup ``src`` in place as ``data_dir``'s database. ocd must be stopped:
-    the data directory's lock is taken for the duration."""
+    the database file's lock is taken for the duration. The high-water mark is removed:
+    going back to the backup is the loss of what came after it, accepted."""
     if not src.is_file():
         raise StoreError(f"no backup at {src}")
     try:
@@ -57,15 +58,12 @@ def restore(src: Path, data_dir: Path) -> None:
     except sqlite3.Error as e:
         raise SchemaError(f"{src} is not a usable ocd backup: {e}") from e
     data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / (DB_NAME + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    target = data_dir / DB_NAME
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreLockedError(
-                f"ocd is running on {data_dir}; stop it before restoring"
-            ) from None
-        target = data_dir / DB_NAME
+        fd = guard.lock(target)
+    except StoreLockedError:
+        raise StoreLockedError(f"ocd is running on {data_dir}; stop it before restoring") from None
+    try:
         tmp = data_dir / (DB_NAME + ".restoring")
         try:
             con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
@@ -83,9 +81,10 @@ def restore(src: Path, data_dir: Path) -> None:
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 (data_dir / (DB_NAME + suffix)).unlink()
+        remove_mark(target)
         os.replace(tmp, target)
     finally:
-        os.close(fd)
+        guard.unlock(fd)
 
 
 def _check(path: Path) -> None:

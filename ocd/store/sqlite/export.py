@@ -10,6 +10,7 @@ from pathlib import Path
 from ocd.errors import StoreError
 from ocd.store.dump import Dump, StoredDedup, StoredMessage
 from ocd.store.rows import extras_from_row
+from ocd.store.sqlite import sql
 from ocd.store.sqlite.store import DB_NAME, SqliteStore
 
 CHUNK = 2000
@@ -33,7 +34,11 @@ async def export(data_dir: Path, now_ms: int) -> AsyncIterator[Dump]:
                 consumers.append((by_key[c.queue_key].queue_id, c))
         conn = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
         try:
-            secrets = {k: bytes(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+            secrets = {  # the database's identity stays with it (the high-water mark's)
+                k: bytes(v)
+                for k, v in conn.execute("SELECT key, value FROM meta")
+                if k != sql.DATABASE_ID_KEY
+            }
             (count,) = conn.execute("SELECT count(*) FROM messages").fetchone()
             sequences = dict(conn.execute("SELECT queue_id, fifo_seq FROM queues"))
             dedup = [

@@ -5,8 +5,10 @@ the writer runs everything pending in one transaction (group commit), commits, t
 resolves each caller. Reads that only inform scheduling (``ready``, oldest timestamp) use a
 second connection, which WAL lets run beside the writer.
 
-The process owns the database file (an exclusive ``flock`` on ``scheduler.sqlite.lock``), so
+The process owns the database file (an exclusive ``flock`` on ``scheduler.sqlite`` itself), so
 at open every push lease left by a crash is returned at once instead of waiting it out.
+Before anything is written, ``guard`` checks read-only that the file is ocd's and holds at
+least what the high-water mark (``mark``) says was committed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import fcntl
 import logging
 import os
 import secrets
@@ -29,9 +30,10 @@ from ocd.errors import (
     QueueNotFound,
     SchemaError,
     StoreConflict,
+    StoreCorrupt,
     StoreError,
     StoreFull,
-    StoreLockedError,
+    StoreUnavailable,
 )
 from ocd.store.base import (
     Backlog,
@@ -65,8 +67,9 @@ from ocd.store.rows import (
     queue_from_row,
     settings_row,
 )
-from ocd.store.sqlite import fifo, sql
+from ocd.store.sqlite import fifo, guard, sql
 from ocd.store.sqlite.errors import is_damage, is_full, translate
+from ocd.store.sqlite.mark import Mark, MarkFile, mark_path
 from ocd.store.sqlite.space import DEFAULT_RESERVE_BYTES, Space, free_bytes, mib
 from ocd.store.sqlite.writer import (
     Call,
@@ -102,6 +105,7 @@ class SqliteStore:
         durability: Literal["full", "normal"] = "full",
         wal_limit_bytes: int = WAL_LIMIT_BYTES,
         disk_reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+        accept_data_loss: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.path = data_dir / DB_NAME
@@ -112,7 +116,11 @@ class SqliteStore:
         self.wal_limit_bytes = wal_limit_bytes  # the most; sized down by the disk at open
         self.space = Space(data_dir, disk_reserve_bytes, wal_limit_bytes)
         self._checkpoint_failing = False
+        # Start on a database older than its high-water mark, saying so (``guard.judge``).
+        self.accept_data_loss = accept_data_loss
         self._lock_fd: int | None = None
+        self._mark: MarkFile | None = None
+        self._final_commits = 0  # durable commits when the writer closed
         self._r: aiosqlite.Connection | None = None
         self._queues: dict[tuple[str, str], QueueRecord] = {}
         self._by_key: dict[int, QueueRecord] = {}
@@ -133,18 +141,19 @@ class SqliteStore:
     async def open(self, now_ms: int) -> None:
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.data_dir / (DB_NAME + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as e:
             raise StoreError(f"cannot use data directory {self.data_dir}: {e.strerror}") from e
+        existed = self.path.exists()
+        self._lock_fd = guard.lock(self.path)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StoreLockedError(
-                f"{self.path} is in use by another ocd process (lock held on "
-                f"{self.data_dir / (DB_NAME + '.lock')}); stop it or use another data_dir"
-            ) from None
-        self._lock_fd = fd
+            found = guard.look(self.path, self._lock_fd, existed)
+            guard.judge(self.path, found, self.accept_data_loss)
+        except BaseException:
+            if not existed:  # leave no empty file where there was none
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+            self._unlock()
+            raise
         self.space.at_open()
         self.wal_limit_bytes = self.space.wal_limit()
         self._writer = Writer(
@@ -182,7 +191,8 @@ class SqliteStore:
         while True:
             await asyncio.sleep(CHECKPOINT_EVERY_S)
             try:
-                await self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                commits = self._writer.durable_commits
+                rows = await self._ckpt.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
                 if self.space.full is not None:
                     # Give the WAL's space back to the disk, then look for room again.
                     await self._writer.checkpoint(truncate=True)
@@ -195,10 +205,27 @@ class SqliteStore:
                 if not self._checkpoint_failing:  # once per episode, not every half second
                     log.warning("WAL checkpoint failed (retrying): %s", err)
                 self._checkpoint_failing = True
-            else:
-                if self._checkpoint_failing:
-                    log.info("WAL checkpoints work again")
-                self._checkpoint_failing = False
+                continue
+            if self._checkpoint_failing:
+                log.info("WAL checkpoints work again")
+            self._checkpoint_failing = False
+            await self._sync_mark(commits, list(rows))
+
+    async def _sync_mark(self, commits: int, checkpointed: list[Any]) -> None:
+        """Put the high-water mark on disk. With durability "full" the writer advances it
+        after each durable commit; with "normal" no commit is synced, so it advances here,
+        to the commits made before a checkpoint that copied the whole WAL (SQLite syncs the
+        WAL before a checkpoint and the database after a complete one)."""
+        if self._mark is None:
+            return
+        if self.durability != "full" and checkpointed:
+            busy, frames, copied = checkpointed[0]
+            if busy == 0 and frames == copied:
+                self._advance_mark(commits)
+        try:
+            await asyncio.to_thread(self._mark.sync)
+        except OSError as e:
+            log.warning("could not sync the high-water mark: %s", e)
 
     def full(self) -> str | None:
         """While the disk is full and sends are refused: why, naming where; else None."""
@@ -229,14 +256,24 @@ class SqliteStore:
             )
             if self.space.full is None:  # not into the room kept for acks
                 self._preallocate_wal()
-            await self._writer.call(self._prepare, now_ms)
+            mark: Mark = await self._writer.call(self._prepare, now_ms)
             self._r = await aiosqlite.connect(self.path, isolation_level=None)
             await self._r.execute("PRAGMA busy_timeout=5000")
             await self._r.execute("PRAGMA query_only=1")
             self._ckpt = await aiosqlite.connect(self.path, isolation_level=None)
             await self._ckpt.execute("PRAGMA busy_timeout=5000")
         except sqlite3.DatabaseError as e:
-            raise StoreError(self._open_advice(e)) from e
+            err = translate(e, self.where, "open")
+            # Only damage calls for a backup; I/O, permissions and a full disk say so.
+            cls = (
+                StoreCorrupt
+                if isinstance(err, StoreCorrupt)
+                else StoreFull
+                if isinstance(err, StoreFull)
+                else StoreUnavailable
+            )
+            raise cls(self._open_advice(e), self.where, "open") from e
+        self._start_mark(mark)
 
     def _open_advice(self, e: sqlite3.DatabaseError) -> str:
         """What an error at open means and what to do: only damage calls for a backup."""
@@ -257,6 +294,24 @@ class SqliteStore:
             "the database: check the disk, its free space and the file's permissions, then "
             "start ocd again; do not restore a backup for it"
         )
+
+    def _start_mark(self, mark: Mark) -> None:
+        """Start the high-water mark at what the database holds, once that is on disk."""
+        assert self._writer is not None and self._lock_fd is not None
+        path = mark_path(self.path)
+        try:
+            os.fsync(self._lock_fd)  # the database file itself
+            wal = Path(f"{self.path}-wal")
+            if wal.exists():
+                fd = os.open(wal, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            self._mark = MarkFile(path, mark)
+        except OSError as e:
+            raise StoreError(f"cannot write {path}: {e.strerror}", str(path), "open") from e
+        self._writer.count_commits(mark.commits, self._mark)
 
     def _preallocate_wal(self) -> None:
         """Give an empty WAL its full size in zeros before the first commit, as PostgreSQL
@@ -291,13 +346,33 @@ class SqliteStore:
         finally:
             os.close(fd)
 
-    def _prepare(self, conn: sqlite3.Connection, now_ms: int) -> None:
+    def _prepare(self, conn: sqlite3.Connection, now_ms: int) -> Mark:
         """Check, migrate and load the database, and return crashed push leases; on the
-        writer's thread, before anything else runs."""
+        writer's thread, before anything else runs. Returns the database's identity and
+        durable commits, for the high-water mark."""
         self._check_integrity(conn)
         self._migrate(conn)
+        mark = self._identify(conn)
         self._load(conn)
         self._recover(conn, now_ms)
+        return mark
+
+    def _identify(self, conn: sqlite3.Connection) -> Mark:
+        """The database's identity and commit count, made on first use (a new database, or
+        one from before the high-water mark)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(sql.PUT_DATABASE_ID)
+            (database_id,) = fetch_one(conn, sql.GET_META, (sql.DATABASE_ID_KEY,))
+            row = fetch_one(conn, sql.GET_COMMITS)
+            if row is None:
+                conn.execute(sql.START_COMMITS)
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        return Mark(bytes(database_id), int(row[0]) if row is not None else 0)
 
     def _check_integrity(self, conn: sqlite3.Connection) -> None:
         (result,) = fetch_one(conn, "PRAGMA quick_check")
@@ -361,7 +436,23 @@ class SqliteStore:
     async def close(self) -> None:
         self._closing = True
         await self._close_connections()
+        if self._mark is not None:
+            commits = self._final_commits
+            # With durability "normal" the commits are on disk once the last connection's
+            # checkpoint has copied the whole WAL into the database and removed it.
+            if self.durability == "full" or not Path(f"{self.path}-wal").exists():
+                self._advance_mark(commits)
+            with contextlib.suppress(OSError):
+                self._mark.close()
+            self._mark = None
         self._unlock()
+
+    def _advance_mark(self, commits: int) -> None:
+        assert self._mark is not None
+        try:
+            self._mark.advance(commits)
+        except OSError as e:
+            log.warning("could not update the high-water mark: %s", e)
 
     async def _close_connections(self) -> None:
         if self._checkpointer is not None:
@@ -379,11 +470,16 @@ class SqliteStore:
             self._r = None
         if self._writer is not None:
             await self._writer.close()
+            self._final_commits = self._writer.durable_commits  # pending groups included
             self._writer = None
 
     def _unlock(self) -> None:
+        if self._mark is not None:  # a failed open
+            with contextlib.suppress(OSError):
+                self._mark.close()
+            self._mark = None
         if self._lock_fd is not None:
-            os.close(self._lock_fd)
+            guard.unlock(self._lock_fd)
             self._lock_fd = None
 
     # ---------------------------------------------------------------- the writer

@@ -49,6 +49,7 @@ from ocd.store.base import NewMessage, QueueRecord
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.asleep import Asleep
 from ocd.store.sqlite.errors import translate
+from ocd.store.sqlite.mark import MarkFile
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,17 @@ class Writer:
         self._threaded_until = 0.0  # monotonic time until which no group commits inline
         self._slow: deque[bool] = deque(maxlen=INLINE_WINDOW)  # per inline commit: slow?
         self.commits = 0
+        # Commits that held a durable operation, counted in the database itself (a row of
+        # sqlite_sequence) once count_commits() has been called, and then copied to the
+        # high-water mark after each such commit is on disk (durability "full").
+        self.durable_commits = 0
+        self._mark: MarkFile | None = None
+        self._mark_failed = False  # logged once
+
+    def count_commits(self, commits: int, mark: MarkFile) -> None:
+        """From now on count durable commits from ``commits`` and advance ``mark``."""
+        self.durable_commits = commits
+        self._mark = mark
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(connection, *args)`` on the writer's thread."""
@@ -487,11 +499,13 @@ class Writer:
     def _run(self, conn: sqlite3.Connection, ops: list[Op]) -> Tx:
         """One transaction, on the writer's thread or, for a small group, the loop's."""
         tx = Tx(conn)
+        durable = any(op.durable for op in ops)
         if self._durability == "full":
-            sync = "FULL" if any(op.durable for op in ops) else "NORMAL"
+            sync = "FULL" if durable else "NORMAL"
             if sync != self._sync:
                 conn.execute(f"PRAGMA synchronous={sync}")
                 self._sync = sync
+        counted = durable and self._mark is not None
         conn.execute("BEGIN IMMEDIATE")
         try:
             enqueues = [op for op in ops if isinstance(op, Enqueue)]
@@ -504,6 +518,8 @@ class Writer:
                 if not isinstance(op, Enqueue):
                     op.apply(tx)
             self._before_commit(tx)
+            if counted:
+                conn.execute(sql.SET_COMMITS, (self.durable_commits + 1,))
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
@@ -519,7 +535,20 @@ class Writer:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
             raise
+        if counted:
+            self.durable_commits += 1
+            if self._durability == "full":  # synchronous=FULL: the commit is on disk now
+                self._advance_mark()
         return tx
+
+    def _advance_mark(self) -> None:
+        assert self._mark is not None
+        try:
+            self._mark.advance(self.durable_commits)
+        except OSError as e:  # the commit stands; only the mark lags, which is safe
+            if not self._mark_failed:
+                self._mark_failed = True
+                log.warning("could not update the high-water mark: %s", e)
 
 
 def _rows(op: Op) -> int:

@@ -29,8 +29,9 @@ from ocd.errors import (
     StoreUnavailable,
 )
 from ocd.store.sqlite import sql
-from ocd.store.sqlite.errors import translate
+from ocd.store.sqlite.errors import is_full, translate
 from ocd.store.sqlite.mark import Mark, Unreadable, mark_path, read_mark
+from ocd.store.sqlite.space import full_advice
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +168,10 @@ def _unreadable(db: Path, e: sqlite3.Error) -> StoreError:
             str(db),
             "open",
         )
-    # Not damage (permissions, I/O, a full disk): a backup would not help.
-    cls = StoreFull if isinstance(err, StoreFull) else StoreUnavailable
+    if isinstance(err, StoreFull) or is_full(e, str(db)):
+        return StoreFull(full_advice(db, db.parent), str(db), "open")
+    # Not damage (permissions, I/O): a backup would not help.
+    cls = StoreUnavailable
     return cls(
         f"cannot read {db}: {e} (the file itself is not known to be damaged; "
         "check the disk and the file's permissions)",

@@ -177,6 +177,11 @@ class Space:
         os.close(fd)
         return True
 
+    def forget(self) -> None:
+        """Give the reserve back for good: a start that was refused leaves no file behind
+        that it made."""
+        self._release()
+
     def _release(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
@@ -202,3 +207,12 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
+
+
+def full_advice(db: Path, data_dir: Path) -> str:
+    """What to say when ``db`` cannot be opened because its disk is full: not damage."""
+    return (
+        f"cannot open {db}: the disk is full ({mib(free_bytes(data_dir))} free on the "
+        f"filesystem of {data_dir}). The database is not damaged: free some space there (or "
+        "grow the volume) and start ocd again; do not restore a backup"
+    )

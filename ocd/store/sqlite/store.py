@@ -70,7 +70,7 @@ from ocd.store.rows import (
 from ocd.store.sqlite import fifo, guard, sql
 from ocd.store.sqlite.errors import is_damage, is_full, translate
 from ocd.store.sqlite.mark import Mark, MarkFile, mark_path
-from ocd.store.sqlite.space import DEFAULT_RESERVE_BYTES, Space, free_bytes, mib
+from ocd.store.sqlite.space import DEFAULT_RESERVE_BYTES, Space, full_advice
 from ocd.store.sqlite.writer import (
     Call,
     Enqueue,
@@ -145,16 +145,21 @@ class SqliteStore:
             raise StoreError(f"cannot use data directory {self.data_dir}: {e.strerror}") from e
         existed = self.path.exists()
         self._lock_fd = guard.lock(self.path)
+        reserve_existed = self.space.path.exists()
         try:
+            # The reserve first: on a disk that is full already, even a read-only look
+            # needs room (for the shared-memory file).
+            self.space.at_open()
             found = guard.look(self.path, self._lock_fd, existed)
             guard.judge(self.path, found, self.accept_data_loss)
         except BaseException:
             if not existed:  # leave no empty file where there was none
                 with contextlib.suppress(OSError):
                     self.path.unlink()
+            if not reserve_existed:  # nor a reserve this refused start made
+                self.space.forget()
             self._unlock()
             raise
-        self.space.at_open()
         self.wal_limit_bytes = self.space.wal_limit()
         self._writer = Writer(
             self.path,
@@ -278,12 +283,7 @@ class SqliteStore:
     def _open_advice(self, e: sqlite3.DatabaseError) -> str:
         """What an error at open means and what to do: only damage calls for a backup."""
         if is_full(e, self.where):
-            return (
-                f"cannot open {self.path}: the disk is full ({mib(free_bytes(self.data_dir))} "
-                f"free on the filesystem of {self.data_dir}). The database is not damaged: "
-                "free some space there (or grow the volume) and start ocd again; do not "
-                "restore a backup"
-            )
+            return full_advice(self.path, self.data_dir)
         if is_damage(e):
             return (
                 f"cannot open {self.path}: {e}. The file is damaged: move it aside and "

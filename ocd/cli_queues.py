@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from ocd.cli_client import (
 from ocd.cli_output import emit, message_body, notes, pairs, secs, table, when
 
 DEFAULT_URL = "http://127.0.0.1:8787"
+POLL_S = 0.2  # how often a waiting redrive asks for its task's progress
 COMMANDS = ("queues", "token")
 
 
@@ -92,6 +94,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="lease ids to put back for another attempt (after the ones to acknowledge)",
     )
     ack.add_argument("--delay-secs", type=int, help="delay for the retried messages")
+    redrive = action("redrive", "move a dead-letter queue's messages back (a move task)")
+    redrive.add_argument(
+        "--to", metavar="QUEUE", help="the queue to move to (default: the one it is the DLQ of)"
+    )
+    redrive.add_argument("--rate", type=int, help="at most N messages a second (1..10000)")
+    redrive.add_argument(
+        "--no-wait", action="store_true", help="start the task and return (it runs on in ocd)"
+    )
     peek = action("peek", "show messages without leasing them")
     peek.add_argument("--batch-size", type=int, help="1..100 (default 1)")
 
@@ -479,6 +489,40 @@ def _peek(c: Client, args: argparse.Namespace) -> None:
     )
 
 
+def _redrive(c: Client, args: argparse.Namespace) -> None:
+    rate = _ranged("--rate", args.rate, 1, 10_000)
+    body = _given(action="redrive", destination=args.to, rate=rate)
+    task = c.call("POST", f"/{quote(args.name)}/messages/move", body)["result"]
+    if not args.no_wait:
+        try:
+            while task["state"] in ("running", "cancelling"):
+                time.sleep(POLL_S)  # the pace of a progress poll, not synchronisation
+                task = c.call("GET", f"/{quote(task['id'])}", under="/move_tasks")["result"]
+        except KeyboardInterrupt:
+            print(
+                f"\nThe task goes on in ocd; cancel it with: curl -X POST "
+                f"{c.api_url('/' + task['id'] + '/cancel', '/move_tasks')}",
+                file=sys.stderr,
+            )
+            raise
+
+    def human() -> None:
+        where = f"{task['queue']} to {task['destination']}"
+        if task["state"] in ("running", "cancelling"):
+            print(
+                f"Started redrive task {task['id']} from {where}: up to {task['total']} message(s)."
+            )
+            return
+        line = f"Redrive {task['id']} from {where} {task['state']}: moved {task['done']} of "
+        print(line + f"{task['total']} message(s).")
+        if task.get("error"):
+            print(f"error: {task['error']}", file=sys.stderr)
+
+    emit(args.json, task, human)
+    if task["state"] == "failed":
+        raise CliError(f"error: the redrive failed: {task.get('error')}")
+
+
 # ---------------------------------------------------------------- consumers
 
 
@@ -526,6 +570,7 @@ _HANDLERS: dict[str, Callable[[Client, argparse.Namespace], None]] = {
     "pull": _pull,
     "ack": _ack,
     "peek": _peek,
+    "redrive": _redrive,
     "consumer add": _consumer_add,
     "consumer remove": _consumer_remove,
 }

@@ -112,12 +112,14 @@ class Daemon:
         self.admin.configure(self.config)
         try:
             await self._ensure_queues()
+            await self.admin.resume_moves()
             envs = {w.config.name: self._env(w.config) for w in self.workers}
             for key, (worker, policy, call) in self._consumer_plan(self.workers, envs).items():
                 self._start_dispatcher(key, worker, policy, call)
             self.scheduler.set_schedules(schedules_of(self.workers, envs))
             self._supervise("ocd-cron", self.scheduler.run())
             self._supervise("ocd-retention", self._retention_loop())
+            self._supervise("ocd-move-adopt", self.admin.adopt_loop())
             await self._start_http(envs)
         except BaseException:
             await self._stop_background()
@@ -389,6 +391,7 @@ class Daemon:
             await self._sqs_runner.cleanup()
             self._sqs_runner = None
         await self._stop_background()
+        await self.admin.stop_moves()  # they go on after the next start
         await self.store.close()
         self.notifier.close()
         log.info(

@@ -26,6 +26,7 @@ from ocd.errors import (
     QueueNotFound,
     QueueSendError,
 )
+from ocd.http.sqs import moves
 from ocd.http.sqs import queues as q
 from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
 from ocd.http.sqs.md5 import md5_hex, md5_of_attributes
@@ -630,11 +631,11 @@ class Actions:
     async def _unsupported(self, req: dict[str, Any], base: str) -> dict[str, Any]:
         raise SqsError("UnsupportedOperation", "This operation is not supported by ocd yet.")
 
-    # Move tasks come with the dashboard's redrive work (ocd.admin move tasks); tags and
-    # permissions need per-queue storage ocd does not have yet.
-    StartMessageMoveTask = _unsupported
-    ListMessageMoveTasks = _unsupported
-    CancelMessageMoveTask = _unsupported
+    # Move tasks: ocd.http.sqs.moves; tags and permissions need per-queue storage ocd does
+    # not have yet.
+    StartMessageMoveTask = moves.StartMessageMoveTask
+    ListMessageMoveTasks = moves.ListMessageMoveTasks
+    CancelMessageMoveTask = moves.CancelMessageMoveTask
     TagQueue = _unsupported
     UntagQueue = _unsupported
     AddPermission = _unsupported

@@ -319,6 +319,13 @@ METRICS = obj(
         "backlog_count": integer(0),
         "backlog_bytes": integer(0),
         "oldest_message_timestamp_ms": integer(0, description="0 when the queue is empty."),
+        "ready_count": integer(
+            0, description="ocd's own (GET .../metrics only): of the backlog, ready now."
+        ),
+        "delayed_count": integer(
+            0, description="ocd's own: not ready yet (a delay or a retry delay), not leased."
+        ),
+        "inflight_count": integer(0, description="ocd's own: under a lease that has not lapsed."),
     },
     ("backlog_count", "backlog_bytes", "oldest_message_timestamp_ms"),
 )

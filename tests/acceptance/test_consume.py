@@ -225,3 +225,25 @@ async def test_concurrency_auto_follows_the_backlog_up_to_its_cap(
             most = max(most, at)
         assert 1 < most <= 4
         assert len(records(tmp_path)) == 200
+
+
+async def test_mistakes_are_one_clear_line(tmp_path, ocd_processes):
+    r = subprocess.run(
+        ocd_command("consume", "--queue", "q", "--worker", str(tmp_path / "missing.py")),
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+    port = ocd_processes(recorder_config(tmp_path, "")).wait_started()
+    async with aiohttp.ClientSession() as s:
+        await _api(s, port, "POST", "/queues", {"queue_name": "bare"})
+    args = ["--url", f"http://127.0.0.1:{port}", "--queue", "bare", *_recorder(tmp_path)]
+    r = subprocess.run(
+        ocd_command("consume", *args), capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "queue bare has no HTTP pull consumer" in r.stderr
+    r = subprocess.run(
+        ocd_command("consume", *args[:2], "--queue", "nope", *_recorder(tmp_path)),
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert r.returncode == 1 and "queue nope" in r.stderr and "Traceback" not in r.stderr

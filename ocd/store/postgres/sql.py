@@ -803,6 +803,12 @@ RETURNING {MOVE_TASK_COLUMNS}
 
 # Active tasks of nodes no longer registered (a node's row goes at its clean stop, or when
 # another reaps it for a lapsed heartbeat): this node's now.
+COUNT_ORPHAN_MOVE_TASKS = """
+SELECT count(*) FROM ocd_move_tasks
+WHERE state IN ('running', 'cancelling') AND node <> $1
+  AND node NOT IN (SELECT node_id FROM ocd_nodes)
+"""
+
 ADOPT_MOVE_TASKS = f"""
 UPDATE ocd_move_tasks SET node = $1
 WHERE state IN ('running', 'cancelling') AND node <> $1

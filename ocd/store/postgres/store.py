@@ -1103,6 +1103,9 @@ class PostgresStore:
         return None if row is None else move_task_from_row(row)
 
     async def adopt_move_tasks(self) -> list[MoveTaskRow]:
+        async with self._db("read move tasks") as c:  # asked every few seconds: read first
+            if not await c.fetchval(sql.COUNT_ORPHAN_MOVE_TASKS, self.node_id):
+                return []
         async with self._db("adopt move tasks") as c, c.transaction():
             await self._durable(c)
             rows = await c.fetch(sql.ADOPT_MOVE_TASKS, self.node_id)

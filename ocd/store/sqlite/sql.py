@@ -471,6 +471,10 @@ WHERE task_id = ? AND state IN ({{marks}})
 RETURNING {MOVE_TASK_COLUMNS}
 """
 
+COUNT_ORPHAN_MOVE_TASKS = """
+SELECT count(*) FROM move_tasks WHERE state IN ('running', 'cancelling') AND node <> ?
+"""
+
 ADOPT_MOVE_TASKS = f"""
 UPDATE move_tasks SET node = ? WHERE state IN ('running', 'cancelling') AND node <> ?
 RETURNING {MOVE_TASK_COLUMNS}

@@ -1068,6 +1068,14 @@ class SqliteStore:
         return result
 
     async def adopt_move_tasks(self) -> list[MoveTaskRow]:
+        assert self._r is not None
+        try:  # a read first: asked every few seconds, this must not cost a commit each time
+            (orphans,) = await read_one(self._r, sql.COUNT_ORPHAN_MOVE_TASKS, (self.node_id,))
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        if not orphans:
+            return []
+
         def adopt(tx: Tx) -> list[MoveTaskRow]:
             rows = fetch_all(tx.conn, sql.ADOPT_MOVE_TASKS, (self.node_id, self.node_id))
             return [move_task_from_row(r) for r in rows]

@@ -64,6 +64,7 @@ class Setup:
     consumers: tuple[Consumer, ...] = ()
     vars: dict[str, int] = field(default_factory=dict)
     dsn: str | None = None
+    extra_toml: str = ""  # more sections, e.g. [sqs]
 
     def toml(self, port: int) -> str:
         lines = [
@@ -77,6 +78,8 @@ class Setup:
         if self.dsn is not None:
             # A JSON string of ASCII text is a valid TOML basic string.
             lines += ["[store]", 'backend = "postgres"', f"dsn = {json.dumps(self.dsn)}", ""]
+        if self.extra_toml:
+            lines += [self.extra_toml, ""]
         lines += [
             "[[workers]]",
             'name = "bench"',

@@ -26,8 +26,11 @@ class Metric:
         out = []
         for run in runs:
             value: Any = run
-            for key in self.path:
-                value = value[key]
+            try:
+                for key in self.path:
+                    value = value[key]
+            except KeyError:  # not measured in this run (e.g. sqs_boto3 without moto)
+                continue
             out.append(float(value))
         return out
 
@@ -140,6 +143,29 @@ METRICS = (
     Metric("pg_fifo_hot_claims", "pg_fifo_hot_group", ("with", "claim_msg_s"), "msg/s"),
     Metric("pg_fifo_cold_claims", "pg_fifo_hot_group", ("without", "claim_msg_s"), "msg/s"),
     Metric("pg_fifo_hot_group_ratio", "pg_fifo_hot_group", ("ratio",), "", (">=", 0.8)),
+    # The SQS endpoint under boto3 (sqs.py), beside moto's server in the same run
+    Metric("sqs_send", "sqs_boto3", ("ocd_1000", "send_msg_s"), "msg/s"),
+    Metric("sqs_receive_delete", "sqs_boto3", ("ocd_1000", "receive_delete_msg_s"), "msg/s"),
+    Metric("sqs_moto_send", "sqs_boto3", ("moto", "send_msg_s"), "msg/s"),
+    Metric("sqs_moto_receive_delete", "sqs_boto3", ("moto", "receive_delete_msg_s"), "msg/s"),
+    Metric("sqs_send_vs_moto", "sqs_boto3", ("send_vs_moto",), "", (">=", 100)),
+    Metric("sqs_receive_delete_vs_moto", "sqs_boto3", ("receive_delete_vs_moto",), "", (">=", 100)),
+    Metric("sqs_send_10k_vs_1k", "sqs_boto3", ("ocd_10000", "send_vs_1000"), "", (">=", 0.8)),
+    Metric(
+        "sqs_receive_10k_vs_1k",
+        "sqs_boto3",
+        ("ocd_10000", "receive_delete_vs_1000"),
+        "",
+        (">=", 0.8),
+    ),
+    Metric("sqs_send_100k_vs_1k", "sqs_boto3", ("ocd_100000", "send_vs_1000"), "", (">=", 0.8)),
+    Metric(
+        "sqs_receive_100k_vs_1k",
+        "sqs_boto3",
+        ("ocd_100000", "receive_delete_vs_1000"),
+        "",
+        (">=", 0.8),
+    ),
 )
 
 

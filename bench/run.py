@@ -34,6 +34,10 @@ beforehand):
 * http_push_batch  -- batch pushes of 100 from 50 clients; messages/s;
 * http_pull_ack    -- a few pullers pull 100 and ack them in one request, from a pre-filled
                       queue with a pull consumer; messages/s;
+* sqs_boto3        -- the SQS endpoint under boto3 (``sqs.py``): 8 threads of
+                      SendMessageBatch(10), then ReceiveMessage(10) + DeleteMessageBatch, on
+                      backlogs of 1k, 10k and 100k, and moto's server beside it (1,600
+                      messages; skipped without moto, a dev dependency);
 * http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
                       same requests against a trivial aiohttp handler (``apps/
                       trivial_server.py``), in alternating blocks: ocd's rate over the
@@ -76,6 +80,7 @@ from harness import (
 from pgserver import PgServer
 from report import machine, summarise, summary_line
 from rest import http_pull_ack, http_push_batch, http_push_single
+from sqs import sqs_boto3_run
 from ui import ui
 
 
@@ -97,6 +102,9 @@ class Sizes:
     http_pullers: int = 6
     http_single_total: int = 30_000
     fifo_others: int = 100_000  # messages of other groups claimed beside the hot one
+    sqs_total: int = 20_000  # per backlog, sent then received over SQS by boto3
+    sqs_backlogs: tuple[int, ...] = (1_000, 10_000, 100_000)
+    sqs_moto_total: int = 1_600
 
 
 QUICK = Sizes(
@@ -110,6 +118,8 @@ QUICK = Sizes(
     http_pull_total=20_000,
     http_single_total=2_000,
     fifo_others=10_000,
+    sqs_total=2_000,
+    sqs_backlogs=(1_000, 10_000),
 )
 
 
@@ -415,6 +425,12 @@ async def pg_fifo_hot_group(bench: Bench, sizes: Sizes, run: int) -> dict[str, A
     return await fifo_hot_group_run(bench, "pg_fifo_hot_group", run, sizes, True, store)
 
 
+async def sqs_boto3(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await sqs_boto3_run(
+        bench, run, sizes.sqs_total, sizes.sqs_backlogs, sizes.sqs_moto_total
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "e2e_batch": e2e_batch,
     "single_send": single_send,
@@ -433,6 +449,7 @@ SCENARIOS: dict[str, Scenario] = {
     "pg_fifo_e2e": pg_fifo_e2e,
     "pg_fifo_hot_group": pg_fifo_hot_group,
     "ui": ui,
+    "sqs_boto3": sqs_boto3,
 }
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ocd import cli_queues
+from ocd import cli_queues, consume
 from ocd.config import Config, load_config
 from ocd.errors import ConfigError, WorkerLoadErrors
 from ocd.loader import LoadedWorker, load_workers
@@ -132,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace what the target database already holds"
     )
     cli_queues.add_parsers(sub)
+    consume.add_parser(sub)
     return parser
 
 
@@ -158,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in cli_queues.COMMANDS:
         return cli_queues.run(args)
+    if args.command == "consume":
+        return consume.run(args)
     from ocd import cli_ops
 
     if args.command == "status":

@@ -45,11 +45,16 @@ class Client:
         handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
         self._opener = urllib.request.build_opener(*handlers)
 
-    def api_url(self, path: str) -> str:
-        return f"{self.url}/client/v4/accounts/{quote(self.account)}/queues{path}"
+    def api_url(self, path: str, under: str = "/queues") -> str:
+        return f"{self.url}/client/v4/accounts/{quote(self.account)}{under}{path}"
 
     def call(
-        self, method: str, path: str = "", body: Any = None, timeout_s: float = TIMEOUT_S
+        self,
+        method: str,
+        path: str = "",
+        body: Any = None,
+        timeout_s: float = TIMEOUT_S,
+        under: str = "/queues",
     ) -> dict[str, Any]:
         headers = {"Accept": "application/json"}
         if self.token:
@@ -58,7 +63,7 @@ class Client:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(self.api_url(path), data, headers, method=method)
+        req = urllib.request.Request(self.api_url(path, under), data, headers, method=method)
         try:
             with self._opener.open(req, timeout=timeout_s) as resp:
                 return _envelope(resp.read(), resp.status)

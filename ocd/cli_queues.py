@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,9 @@ from ocd.cli_client import (
 from ocd.cli_output import emit, message_body, notes, pairs, secs, table, when
 
 DEFAULT_URL = "http://127.0.0.1:8787"
+POLL_S = 0.2  # how often a waiting redrive asks for its task's progress
+DLQ_MAX_RETRIES = 4  # create --dlq: five deliveries, then the dead-letter queue (SQS's usual 5)
+FIFO = ".fifo"
 COMMANDS = ("queues", "token")
 
 
@@ -60,10 +64,26 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         return p
 
     action("list", "list queues", queue=False)
-    _settings_flags(action("create", "create a queue"))
+    create = action("create", "create a queue")
+    _settings_flags(create)
+    create.add_argument("--fifo", action="store_true", help="a FIFO queue: NAME.fifo")
+    create.add_argument(
+        "--dlq",
+        action="store_true",
+        help="also create its dead-letter queue NAME-dlq (NAME-dlq.fifo) and link them",
+    )
+    create.add_argument(
+        "--max-retries",
+        type=int,
+        help=f"with --dlq: retries before a message is dead-lettered (default {DLQ_MAX_RETRIES})",
+    )
     action("info", "show a queue's settings, backlog and consumers")
+    action("attributes", "depth, in flight, delayed, dead-letter depth and oldest age")
     _settings_flags(action("update", "change a queue's settings"))
-    action("delete", "delete a queue and its messages")
+    delete = action("delete", "delete a queue and its messages")
+    delete.add_argument(
+        "--with-dlq", action="store_true", help="also delete its consumer's dead-letter queue"
+    )
     action("pause-delivery", "stop delivering messages (they keep being accepted)")
     action("resume-delivery", "deliver messages again")
     purge = action("purge", "delete every message of a queue")
@@ -81,6 +101,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     pull.add_argument("--batch-size", type=int, help="1..100 (default 5)")
     pull.add_argument("--visibility-timeout-ms", type=int, help="lease length")
     pull.add_argument("--wait-ms", type=int, help="wait this long for a message (long poll)")
+    receive = action("receive", "long-poll for messages; prints each with its lease id")
+    receive.add_argument("--wait", type=int, default=20, help="seconds to wait, 0..20 (20)")
+    receive.add_argument("--max", type=int, default=10, help="messages at most, 1..100 (10)")
+    receive.add_argument(
+        "--visibility", type=int, help="seconds they stay leased (default: the consumer's)"
+    )
     ack = action("ack", "acknowledge (or retry) pulled messages by lease id")
     ack.add_argument("acks", nargs="*", metavar="LEASE_ID", help="lease ids to acknowledge")
     ack.add_argument(
@@ -92,6 +118,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="lease ids to put back for another attempt (after the ones to acknowledge)",
     )
     ack.add_argument("--delay-secs", type=int, help="delay for the retried messages")
+    redrive = action("redrive", "move a dead-letter queue's messages back (a move task)")
+    redrive.add_argument(
+        "--to", metavar="QUEUE", help="the queue to move to (default: the one it is the DLQ of)"
+    )
+    redrive.add_argument("--rate", type=int, help="at most N messages a second (1..10000)")
+    redrive.add_argument(
+        "--no-wait", action="store_true", help="start the task and return (it runs on in ocd)"
+    )
     peek = action("peek", "show messages without leasing them")
     peek.add_argument("--batch-size", type=int, help="1..100 (default 1)")
 
@@ -238,12 +272,47 @@ def _settings_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _create(c: Client, args: argparse.Namespace) -> None:
-    body: dict[str, Any] = {"queue_name": args.name}
+    name = args.name
+    if args.fifo and not name.endswith(FIFO):
+        name += FIFO
+    if args.max_retries is not None and not args.dlq:
+        raise CliError("error: --max-retries applies with --dlq", EXIT_USAGE)
+    retries = _ranged("--max-retries", args.max_retries, 0, 100)
+    body: dict[str, Any] = {"queue_name": name}
     settings = _settings_body(args)
     if settings:
         body["settings"] = settings
+    if not args.dlq:
+        q = c.call("POST", "", body)["result"]
+        emit(args.json, q, lambda: print(f"Created queue {q['queue_name']} (id {q['queue_id']})."))
+        return
+    base = name.removesuffix(FIFO)
+    dlq_name = base + "-dlq" + (FIFO if name.endswith(FIFO) else "")
+    dlq_body: dict[str, Any] = {"queue_name": dlq_name}
+    if name.endswith(FIFO) and "deduplication_scope" in settings:
+        dlq_body["settings"] = {"deduplication_scope": settings["deduplication_scope"]}
+    dq = c.call("POST", "", dlq_body)["result"]
     q = c.call("POST", "", body)["result"]
-    emit(args.json, q, lambda: print(f"Created queue {q['queue_name']} (id {q['queue_id']})."))
+    max_retries = DLQ_MAX_RETRIES if retries is None else retries
+    con = c.call(
+        "POST",
+        f"/{quote(q['queue_id'])}/consumers",
+        {
+            "type": "http_pull",
+            "dead_letter_queue": dlq_name,
+            "settings": {"max_retries": max_retries},
+        },
+    )["result"]
+
+    def human() -> None:
+        print(f"Created queue {q['queue_name']} (id {q['queue_id']}).")
+        print(f"Created its dead-letter queue {dq['queue_name']} (id {dq['queue_id']}).")
+        print(
+            f"Linked them: a message is dead-lettered after {max_retries + 1} deliveries; "
+            f"receive with: ocd queues receive {q['queue_name']}"
+        )
+
+    emit(args.json, {"queue": q, "dead_letter_queue": dq, "consumer": con}, human)
 
 
 def _update(c: Client, args: argparse.Namespace) -> None:
@@ -285,8 +354,22 @@ def _pause(c: Client, args: argparse.Namespace, paused: bool) -> None:
 
 
 def _delete(c: Client, args: argparse.Namespace) -> None:
+    dlq = None
+    if args.with_dlq:
+        q = c.call("GET", f"/{quote(args.name)}")["result"]
+        dlq = next((x["dead_letter_queue"] for x in q["consumers"] if x["dead_letter_queue"]), None)
+        if dlq is None:
+            raise CliError(f"error: queue {args.name} has no dead-letter queue; nothing deleted")
     result = c.call("DELETE", f"/{quote(args.name)}")["result"]
-    emit(args.json, result, lambda: print(f"Deleted queue {args.name}."))
+    if dlq is None:
+        emit(args.json, result, lambda: print(f"Deleted queue {args.name}."))
+        return
+    c.call("DELETE", f"/{quote(dlq)}")
+
+    def human() -> None:
+        print(f"Deleted queue {args.name} and its dead-letter queue {dlq}.")
+
+    emit(args.json, {"deleted": [args.name, dlq]}, human)
 
 
 def _purge(c: Client, args: argparse.Namespace) -> None:
@@ -314,6 +397,45 @@ def _info(c: Client, args: argparse.Namespace) -> None:
     q = c.call("GET", f"/{quote(args.name)}")["result"]
     m = c.call("GET", f"/{quote(q['queue_id'])}/metrics")["result"]
     emit(args.json, {**q, "metrics": m}, lambda: _print_info(c, q, m))
+
+
+def _attributes(c: Client, args: argparse.Namespace) -> None:
+    q = c.call("GET", f"/{quote(args.name)}")["result"]
+    m = c.call("GET", f"/{quote(q['queue_id'])}/metrics")["result"]
+    dlq = next((x["dead_letter_queue"] for x in q["consumers"] if x["dead_letter_queue"]), None)
+    dlq_depth = None
+    if dlq is not None:
+        try:
+            dlq_depth = c.call("GET", f"/{quote(dlq)}/metrics")["result"]["backlog_count"]
+        except ApiFailure as e:
+            if 11000 not in e.codes:  # not made yet: Cloudflare makes it at the first dead letter
+                raise
+            dlq_depth = 0
+    oldest = m["oldest_message_timestamp_ms"]
+    age = max(0, int(time.time() * 1000) - oldest) if oldest else None
+    attrs = {
+        "queue": q["queue_name"],
+        "depth": m.get("ready_count", m["backlog_count"]),
+        "in_flight": m.get("inflight_count"),
+        "delayed": m.get("delayed_count"),
+        "backlog": m["backlog_count"],
+        "dead_letter_queue": dlq,
+        "dead_letter_depth": dlq_depth,
+        "oldest_age_ms": age,
+    }
+
+    def human() -> None:
+        rows = [
+            ("Queue", q["queue_name"]),
+            ("Depth", f"{attrs['depth']} ready"),
+            ("In flight", str(attrs["in_flight"])),
+            ("Delayed", str(attrs["delayed"])),
+            ("Dead letter queue", f"{dlq} ({dlq_depth} message(s))" if dlq else "none"),
+            ("Oldest message", "none" if age is None else f"{secs(age // 1000)} old"),
+        ]
+        print(pairs(rows))
+
+    emit(args.json, attrs, human)
 
 
 def _print_info(c: Client, q: dict[str, Any], m: dict[str, Any]) -> None:
@@ -444,6 +566,40 @@ def _pull(c: Client, args: argparse.Namespace) -> None:
     emit(args.json, result, human)
 
 
+def _receive(c: Client, args: argparse.Namespace) -> None:
+    wait = _ranged("--wait", args.wait, 0, 20)
+    most = _ranged("--max", args.max, 1, 100)
+    visibility = _ranged("--visibility", args.visibility, 1, 43_200)
+    req = _given(
+        batch_size=most,
+        visibility_timeout_ms=None if visibility is None else visibility * 1000,
+        wait_ms=(wait or 0) * 1000,
+    )
+    env = c.call("POST", f"/{quote(args.name)}/messages/pull", req, TIMEOUT_S + (wait or 0))
+    notes(env)
+    result = env["result"]
+
+    def human() -> None:
+        if not result["messages"]:
+            print("No messages.")
+            return
+        for i, msg in enumerate(result["messages"]):
+            if i:
+                print()
+            rows = [
+                ("Lease id", msg["lease_id"]),
+                ("Message id", msg["id"]),
+                ("Attempts", str(msg["attempts"])),
+                ("Sent", when(msg["timestamp_ms"])),
+                *([("Group", str(msg["message_group_id"]))] if "message_group_id" in msg else []),
+                ("Body", message_body(msg)),
+            ]
+            print(pairs(rows))
+        print(f"\nAck with: ocd queues ack {args.name} LEASE_ID...")
+
+    emit(args.json, result, human)
+
+
 def _ack(c: Client, args: argparse.Namespace) -> None:
     if not args.acks and not args.retry:
         raise CliError("error: give lease ids to acknowledge, or --retry LEASE_ID", EXIT_USAGE)
@@ -477,6 +633,40 @@ def _peek(c: Client, args: argparse.Namespace) -> None:
     emit(
         args.json, result, lambda: print(table(headers, rows) if rows else "No messages available.")
     )
+
+
+def _redrive(c: Client, args: argparse.Namespace) -> None:
+    rate = _ranged("--rate", args.rate, 1, 10_000)
+    body = _given(action="redrive", destination=args.to, rate=rate)
+    task = c.call("POST", f"/{quote(args.name)}/messages/move", body)["result"]
+    if not args.no_wait:
+        try:
+            while task["state"] in ("running", "cancelling"):
+                time.sleep(POLL_S)  # the pace of a progress poll, not synchronisation
+                task = c.call("GET", f"/{quote(task['id'])}", under="/move_tasks")["result"]
+        except KeyboardInterrupt:
+            print(
+                f"\nThe task goes on in ocd; cancel it with: curl -X POST "
+                f"{c.api_url('/' + task['id'] + '/cancel', '/move_tasks')}",
+                file=sys.stderr,
+            )
+            raise
+
+    def human() -> None:
+        where = f"{task['queue']} to {task['destination']}"
+        if task["state"] in ("running", "cancelling"):
+            print(
+                f"Started redrive task {task['id']} from {where}: up to {task['total']} message(s)."
+            )
+            return
+        line = f"Redrive {task['id']} from {where} {task['state']}: moved {task['done']} of "
+        print(line + f"{task['total']} message(s).")
+        if task.get("error"):
+            print(f"error: {task['error']}", file=sys.stderr)
+
+    emit(args.json, task, human)
+    if task["state"] == "failed":
+        raise CliError(f"error: the redrive failed: {task.get('error')}")
 
 
 # ---------------------------------------------------------------- consumers
@@ -526,6 +716,9 @@ _HANDLERS: dict[str, Callable[[Client, argparse.Namespace], None]] = {
     "pull": _pull,
     "ack": _ack,
     "peek": _peek,
+    "receive": _receive,
+    "attributes": _attributes,
+    "redrive": _redrive,
     "consumer add": _consumer_add,
     "consumer remove": _consumer_remove,
 }

@@ -130,6 +130,7 @@ class Daemon:
             if isinstance(self.clock, SteadyClock):  # never earlier than a time already used
                 self.clock.carry_on_from(await self.store.clock_mark())
             await self._ensure_queues()
+            await self.admin.resume_moves()
             envs = {w.config.name: self._env(w.config) for w in self.workers}
             for key, (worker, policy, call) in self._consumer_plan(self.workers, envs).items():
                 self._start_dispatcher(key, worker, policy, call)
@@ -138,6 +139,7 @@ class Daemon:
             self._supervise("ocd-retention", self._retention_loop())
             if isinstance(self.clock, SteadyClock):
                 self._supervise("ocd-clock", keep_mark(self.clock, self.store.save_clock_mark))
+            self._supervise("ocd-move-adopt", self.admin.adopt_loop())
             await self._start_http(envs)
         except BaseException:
             await self._stop_background()
@@ -443,6 +445,7 @@ class Daemon:
         await self._stop_background()
         if isinstance(self.clock, SteadyClock):
             await save_mark(self.clock, self.store.save_clock_mark)
+        await self.admin.stop_moves()  # they go on after the next start
         await self.store.close()
         self.notifier.close()
         log.info(

@@ -188,6 +188,16 @@ class ConsumerExists(OcdError):
         )
 
 
+class MoveTaskRunning(OcdError):
+    """A redrive of a queue that has one running (one active redrive per source queue)."""
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        super().__init__(
+            f"a redrive of queue {queue} is running; cancel it or wait for it to finish"
+        )
+
+
 class ConsumerNotFound(OcdError):
     def __init__(self, queue: str, consumer_id: str | None = None) -> None:
         self.queue = queue

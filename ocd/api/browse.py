@@ -13,8 +13,17 @@ from typing import Any
 from aiohttp import web
 
 from ocd.api.context import ApiContext
-from ocd.api.envelope import QUEUE_NOT_FOUND, TASK_NOT_FOUND, ApiError, ApiRouter, invalid, ok
+from ocd.api.envelope import (
+    QUEUE_NOT_FOUND,
+    TASK_NOT_FOUND,
+    TASK_RUNNING,
+    ApiError,
+    ApiRouter,
+    invalid,
+    ok,
+)
 from ocd.api.validate import Fields, json_object
+from ocd.errors import MoveTaskRunning
 from ocd.store import BROWSE_STATES, BrowseCursor, Browsed, BrowseQuery, QueueRecord
 
 MAX_PAGE = 100
@@ -147,7 +156,9 @@ class BrowseRoutes:
 
     async def move(self, request: web.Request) -> web.Response:
         q = await self.ctx.queue(request)
-        f = Fields(await json_object(request), known=("action", "destination", "seqs", "filter"))
+        f = Fields(
+            await json_object(request), known=("action", "destination", "seqs", "filter", "rate")
+        )
         action = f.string("action")
         if action not in ("redrive", "delete"):
             raise invalid('action must be "redrive" or "delete"', "/action")
@@ -159,7 +170,13 @@ class BrowseRoutes:
                 raise invalid("seqs must hold 1..10000 message seqs (integers)", "/seqs")
             seqs = [int(s) for s in raw]
         query = browse_query(f.object("filter", FILTER_KEYS))
-        task = await self.ctx.admin.start_move(q, dest, seqs, query)
+        rate = f.integer("rate", 1, 10_000, None)
+        try:
+            task = await self.ctx.admin.start_move(
+                q, dest, seqs, query, rate, dead_lettered_only=dest is not None and seqs is None
+            )
+        except MoveTaskRunning as e:
+            raise ApiError(409, TASK_RUNNING, str(e)) from None
         return ok(task.json())
 
     async def _destination(self, q: QueueRecord, f: Fields) -> QueueRecord:
@@ -196,7 +213,7 @@ class BrowseRoutes:
         task = self.ctx.admin.task(account, request.match_info["task_id"])
         if task is None:
             raise ApiError(404, TASK_NOT_FOUND, "Move task not found")
-        task.cancel()
+        await self.ctx.admin.cancel_move(task)
         return ok(task.json())
 
 

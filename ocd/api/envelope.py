@@ -36,6 +36,7 @@ QUEUE_EXISTS = 11009  # ocd's own: the name is taken in this account
 NO_PULL_CONSUMER = 11010  # ocd's own
 FEATURE_NOT_SUPPORTED = 11011  # ocd's own: a Cloudflare API ocd does not provide
 TASK_NOT_FOUND = 11012  # ocd's own: no bulk move task of that id
+TASK_RUNNING = 11013  # ocd's own: the queue has a redrive running (one at a time)
 ROUTE_NOT_FOUND = 7003
 METHOD_NOT_ALLOWED = 7001
 OVERLOADED = 15002  # ocd's own: at the connection limit (server.max_connections); retry

@@ -35,6 +35,7 @@ from ocd.api.envelope import (
     ROUTE_NOT_FOUND,
     SERVICE_NOT_FOUND,
     TASK_NOT_FOUND,
+    TASK_RUNNING,
     USER_UNAUTHORIZED,
 )
 from ocd.api.schemas import SCHEMAS, Schema, array, error_item, obj, ref, string
@@ -81,6 +82,7 @@ CODES: dict[int, str] = {
     SERVICE_NOT_FOUND: "no worker of that name in this account's config",
     FEATURE_NOT_SUPPORTED: "a Cloudflare API that ocd does not provide",
     TASK_NOT_FOUND: "no bulk move task with that id in this account",
+    TASK_RUNNING: "the queue has a redrive running; one redrive per queue at a time",
 }
 
 # ------------------------------------------------------------------------ responses
@@ -304,7 +306,9 @@ OPERATIONS: list[Operation] = [
               result("SearchResult"), body="SearchInput"),
     operation("post", M + "/move", "messages-move",
               "Redrive (e.g. dead-letter queue back to its source) or delete messages in bulk, "
-              "as a bounded background task", result("MoveTask"), body="MoveInput"),
+              "as a bounded background task kept across restarts (the same task as SQS's "
+              "StartMessageMoveTask and `ocd queues redrive`); one redrive per queue at a time",
+              result("MoveTask"), body="MoveInput", errors={409: [TASK_RUNNING]}),
     operation("get", T, "tasks-list", "The account's bulk move tasks",
               success(array(ref("MoveTask")))),
     operation("get", T + "/{task_id}", "tasks-get", "A bulk move task's progress",

@@ -180,11 +180,16 @@ class QueueRoutes:
     async def metrics(self, request: web.Request) -> web.Response:
         q = await self.ctx.queue(request)
         b = await self.ctx.store.backlog(q)
+        stats = (await self.ctx.store.queue_stats(self.ctx.clock())).get(q.key)
+        not_ready, leased = (stats.not_ready, stats.leased) if stats else (0, 0)
         return ok(
             {
                 "backlog_count": b.count,
                 "backlog_bytes": b.bytes,
                 "oldest_message_timestamp_ms": b.oldest_ms,
+                "ready_count": max(b.count - not_ready, 0),
+                "delayed_count": max(not_ready - leased, 0),
+                "inflight_count": leased,
             }
         )
 

@@ -319,6 +319,13 @@ METRICS = obj(
         "backlog_count": integer(0),
         "backlog_bytes": integer(0),
         "oldest_message_timestamp_ms": integer(0, description="0 when the queue is empty."),
+        "ready_count": integer(
+            0, description="ocd's own (GET .../metrics only): of the backlog, ready now."
+        ),
+        "delayed_count": integer(
+            0, description="ocd's own: not ready yet (a delay or a retry delay), not leased."
+        ),
+        "inflight_count": integer(0, description="ocd's own: under a lease that has not lapsed."),
     },
     ("backlog_count", "backlog_bytes", "oldest_message_timestamp_ms"),
 )
@@ -665,6 +672,12 @@ MOVE_INPUT = obj(
             "description": "These messages only; absent: every message matching filter.",
         },
         "filter": obj(BROWSE_FILTER, closed=True, nullable=True),
+        "rate": {
+            **integer(1, 10_000),
+            "type": ["integer", "null"],
+            "description": "At most this many messages a second (SQS's "
+            "MaxNumberOfMessagesPerSecond); absent: as fast as the chunks go.",
+        },
     },
     ("action",),
     closed=True,
@@ -678,8 +691,13 @@ MOVE_TASK = obj(
         "destination": {"type": ["string", "null"]},
         "total": integer(0, description="The upper bound, fixed when the task started."),
         "done": integer(0),
-        "state": {"enum": ["running", "completed", "cancelled", "failed"]},
+        "state": {
+            "enum": ["running", "cancelling", "completed", "cancelled", "failed"],
+            "description": "A task survives a restart of the daemon: it goes on from where it "
+            "was, or is failed with the reason in error.",
+        },
         "error": {"type": ["string", "null"]},
+        "rate": {"type": ["integer", "null"], "description": "Messages a second at most."},
         "started_ms": integer(0),
         "finished_ms": {"type": ["integer", "null"]},
     },

@@ -60,6 +60,11 @@ The rules every backend keeps:
 - **Clock mark**: the highest time (``save_clock_mark``) any node of the deployment said it
   used, kept so that a daemon's clock never starts earlier than a time already used
   (``ocd.clock``); saving a lower time than the mark keeps the mark.
+- **Move tasks** (bulk redrives and deletes) are rows of their own (``MoveTaskRow``): a
+  chunk's messages and the task's progress commit together (``move_task_chunk``), so a task
+  resumed after a crash goes on from its cursor and never takes a message twice; one
+  active redrive per source queue; an active task of a node that is gone is adopted by the
+  next node that asks (``adopt_move_tasks``).
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ from typing import NamedTuple, Protocol
 CATALOGUE_FRESH_S = 1.0  # another node's queue change is seen within this long
 FIFO_SUFFIX = ".fifo"
 DEDUP_WINDOW_MS = 300_000  # a FIFO deduplication id is remembered this long after its send
+MOVE_TASK_KEPT_MS = 14 * 86_400_000  # finished move tasks are listed this long (as SQS does)
 
 
 class LeaseKind(IntEnum):
@@ -285,6 +291,42 @@ class Searched(NamedTuple):
 
     rows: list[Browsed]
     scanned: int
+
+
+# ---------------------------------------------------------------- bulk move tasks (appended)
+
+MOVE_ACTIVE = ("running", "cancelling")
+MOVE_FINISHED = ("completed", "cancelled", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class MoveTaskRow:
+    """A bulk redrive or delete as the store keeps it, so that it survives a restart.
+
+    ``source`` is the queue messages are taken from (a redrive's dead-letter queue);
+    ``destination`` None is a delete. ``bound`` is the last (send time, seq) the task may
+    take, fixed at its start; ``cursor`` the last (send time, seq) it has looked at, so a
+    resumed task goes on after it. ``spec`` is the caller's own description of what to
+    take (filters, named seqs), kept as text. At most one redrive per source is active
+    (``MOVE_ACTIVE``) at a time: a second is ``StoreConflict``."""
+
+    task_id: str
+    account: str
+    source_id: str  # queue ids: a task follows its queues through renames
+    source: str
+    destination_id: str | None
+    destination: str | None
+    total: int
+    started_ms: int
+    done: int = 0
+    state: str = "running"  # running|cancelling -> completed|cancelled|failed
+    error: str | None = None
+    finished_ms: int | None = None
+    rate: int | None = None  # messages per second at most
+    bound: BrowseCursor | None = None
+    cursor: BrowseCursor | None = None
+    spec: str = "{}"
+    node: str = ""
 
 
 class Store(Protocol):
@@ -508,3 +550,41 @@ class Store(Protocol):
     async def set_queue_extras(self, queue: QueueRecord, extras: QueueExtras) -> None:
         """Replace the queue's tags and SQS attributes, durably; ``QueueNotFound`` if the
         queue was deleted."""
+
+    async def create_move_task(self, task: MoveTaskRow, now_ms: int) -> None:
+        """Record a new task (its ``node`` this node's), durably. ``StoreConflict`` if it is
+        a redrive and its source has an active redrive. Forgets tasks finished more than
+        ``MOVE_TASK_KEPT_MS`` ago."""
+
+    async def move_tasks(self) -> list[MoveTaskRow]:
+        """Every task kept, of every account, newest first."""
+
+    async def move_task_chunk(
+        self,
+        task_id: str,
+        source: QueueRecord,
+        dest: QueueRecord | None,
+        seqs: Sequence[int],
+        cursor: BrowseCursor | None,
+        now_ms: int,
+    ) -> MoveTaskRow | None:
+        """One chunk of a task in one transaction: ``move_messages`` to ``dest`` (or
+        ``delete_messages`` without one), the task's ``done`` raised by how many moved and
+        its ``cursor`` set (when given). A crash leaves both or neither, so a resumed task
+        never takes a message twice. Returns the task after it (its state may have become
+        ``cancelling`` meanwhile, on any node); None if the task is not kept."""
+
+    async def set_move_task_state(
+        self,
+        task_id: str,
+        state: str,
+        now_ms: int,
+        error: str | None = None,
+        expect: Sequence[str] = MOVE_ACTIVE,
+    ) -> MoveTaskRow | None:
+        """Change the task's state if it is one of ``expect`` (finishing it, with
+        ``finished_ms``, if ``state`` is in ``MOVE_FINISHED``); None if it was not."""
+
+    async def adopt_move_tasks(self) -> list[MoveTaskRow]:
+        """Active tasks no live node runs (SQLite: left by this data's previous owner;
+        shared databases: of nodes no longer registered), now this node's to resume."""

@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ocd.store.base import PullConsumer, QueueExtras, QueueRecord, QueueSettings
+from ocd.store.base import (
+    BrowseCursor,
+    MoveTaskRow,
+    PullConsumer,
+    QueueExtras,
+    QueueRecord,
+    QueueSettings,
+)
 
 
 def queue_from_row(row: Any) -> QueueRecord:
@@ -82,3 +89,25 @@ def mark_to_bytes(now_ms: int) -> bytes:
 
 def mark_from_bytes(value: bytes | None) -> int:
     return int.from_bytes(bytes(value), "big") if value else 0
+
+
+def move_task_row(t: MoveTaskRow) -> tuple[Any, ...]:
+    """The columns of a move task, in ``MOVE_TASK_COLUMNS`` order (both backends')."""
+    bound = t.bound or (None, None)
+    cursor = t.cursor or (None, None)
+    return (
+        t.task_id, t.account, t.source_id, t.source, t.destination_id, t.destination, t.total,
+        t.started_ms, t.done, t.state, t.error, t.finished_ms, t.rate, bound[0], bound[1],
+        cursor[0], cursor[1], t.spec, t.node,
+    )  # fmt: skip
+
+
+def move_task_from_row(row: Any) -> MoveTaskRow:
+    (tid, account, sid, source, did, dest, total, started, done, state, error, finished, rate,
+     bsent, bseq, csent, cseq, spec, node) = tuple(row)  # fmt: skip
+    return MoveTaskRow(
+        tid, account, sid, source, did, dest, total, started, done, state, error, finished, rate,
+        BrowseCursor(bsent, bseq) if bsent is not None else None,
+        BrowseCursor(csent, cseq) if csent is not None else None,
+        spec, node,
+    )  # fmt: skip

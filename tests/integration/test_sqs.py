@@ -226,10 +226,6 @@ async def test_invalid_parameters(sqs: SqsDaemon) -> None:
     assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
     with pytest.raises(c.exceptions.InvalidMessageContents):
         await sqs.call(c.send_message, QueueUrl=url, MessageBody="bad \x01 char")
-    with pytest.raises(c.exceptions.UnsupportedOperation):
-        await sqs.call(
-            c.list_message_move_tasks, SourceArn="arn:aws:sqs:us-east-1:000000000000:strict"
-        )
     with pytest.raises(c.exceptions.QueueDoesNotExist):
         await sqs.call(
             c.send_message, QueueUrl=f"{sqs.endpoint}/123456789012/strict", MessageBody="x"

@@ -13,16 +13,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ocd.http.sqs import message_actions as m
+from ocd.http.sqs import moves
 from ocd.http.sqs import queue_actions as qa
 from ocd.http.sqs import queue_extras as qx
 from ocd.http.sqs.context import Call, SqsContext
-from ocd.http.sqs.errors import SqsError
 
 Action = Callable[[SqsContext, Call], Awaitable[dict[str, Any]]]
-
-
-async def unsupported(sqs: SqsContext, call: Call) -> dict[str, Any]:
-    raise SqsError("UnsupportedOperation", "This operation is not supported by ocd yet.")
 
 
 ACTIONS: dict[str, Action] = {
@@ -46,8 +42,8 @@ ACTIONS: dict[str, Action] = {
     "DeleteMessageBatch": m.delete_message_batch,
     "ChangeMessageVisibility": m.change_message_visibility,
     "ChangeMessageVisibilityBatch": m.change_message_visibility_batch,
-    "StartMessageMoveTask": unsupported,
-    "ListMessageMoveTasks": unsupported,
-    "CancelMessageMoveTask": unsupported,
+    "StartMessageMoveTask": moves.start_message_move_task,
+    "ListMessageMoveTasks": moves.list_message_move_tasks,
+    "CancelMessageMoveTask": moves.cancel_message_move_task,
 }
 ACTION_NAMES = tuple(ACTIONS)

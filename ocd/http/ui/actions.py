@@ -118,7 +118,7 @@ async def cancel(ui: Dashboard, request: web.Request, viewer: Viewer) -> web.Str
     task = ui.source.admin.task(viewer.account, request.match_info["task_id"])
     if task is None:
         return ui.error(request, 404, "No such task.")
-    task.cancel()
+    await ui.source.admin.cancel_move(task)
     ui.audit(viewer, "cancel", task.queue, task=task.id, done=task.done)
     raise web.HTTPSeeOther(f"{ui.base}/tasks/{task.id}")
 

@@ -284,6 +284,34 @@ MIGRATIONS: tuple[str, ...] = (
     END
     $fn$;
     """,
+    """
+    -- Bulk move tasks (redrives and deletes), so that one survives a restart: its bound
+    -- and cursor as (send time, seq), its progress, and the node running it.
+    CREATE TABLE ocd_move_tasks (
+        task_id        text    PRIMARY KEY,
+        account        text    NOT NULL,
+        source_id      text    NOT NULL,
+        source         text    NOT NULL,
+        destination_id text,
+        destination    text,
+        total          bigint  NOT NULL,
+        started_ms     bigint  NOT NULL,
+        done           bigint  NOT NULL DEFAULT 0,
+        state          text    NOT NULL,
+        error          text,
+        finished_ms    bigint,
+        rate           integer,
+        bound_sent     bigint,
+        bound_seq      bigint,
+        cursor_sent    bigint,
+        cursor_seq     bigint,
+        spec           text    NOT NULL,
+        node           text    NOT NULL
+    );
+    -- one active redrive per source queue
+    CREATE UNIQUE INDEX ocd_move_tasks_active ON ocd_move_tasks (source_id)
+        WHERE destination_id IS NOT NULL AND state IN ('running', 'cancelling');
+    """,
 )
 
 CATALOGUE_CHANNEL = "ocd_catalogue"
@@ -702,7 +730,7 @@ SELECT
 HOLDS_DATA = "SELECT (SELECT count(*) FROM ocd_queues) + (SELECT count(*) FROM ocd_messages)"
 WIPE = """
 TRUNCATE ocd_messages, ocd_counts, ocd_consumers, ocd_groups, ocd_dedup, ocd_cron_ticks,
-         ocd_queues, ocd_meta
+         ocd_move_tasks, ocd_queues, ocd_meta
 RESTART IDENTITY
 """
 COPY_QUEUE = """
@@ -793,3 +821,52 @@ ORDER BY sent_ms DESC, seq DESC LIMIT $7
 """
 
 SEARCH_WINDOW = "SELECT count(*) FROM (SELECT 1 FROM ocd_messages WHERE queue = $1 LIMIT $2) w"
+
+# ------------------------------------------------------------------ bulk move tasks
+
+MOVE_TASK_COLUMNS = """
+task_id, account, source_id, source, destination_id, destination, total, started_ms, done,
+state, error, finished_ms, rate, bound_sent, bound_seq, cursor_sent, cursor_seq, spec, node
+"""
+
+# ON CONFLICT DO NOTHING: a second active redrive of one source inserts nothing.
+INSERT_MOVE_TASK = f"""
+INSERT INTO ocd_move_tasks ({MOVE_TASK_COLUMNS})
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+ON CONFLICT DO NOTHING
+RETURNING task_id
+"""
+
+FORGET_MOVE_TASKS = "DELETE FROM ocd_move_tasks WHERE finished_ms IS NOT NULL AND finished_ms < $1"
+
+SELECT_MOVE_TASKS = f"""
+SELECT {MOVE_TASK_COLUMNS} FROM ocd_move_tasks ORDER BY started_ms DESC, task_id
+"""
+
+MOVE_TASK_PROGRESS = f"""
+UPDATE ocd_move_tasks SET done = done + $1, cursor_sent = coalesce($2, cursor_sent),
+                          cursor_seq = coalesce($3, cursor_seq)
+WHERE task_id = $4
+RETURNING {MOVE_TASK_COLUMNS}
+"""
+
+SET_MOVE_TASK_STATE = f"""
+UPDATE ocd_move_tasks SET state = $1, error = coalesce($2, error), finished_ms = $3
+WHERE task_id = $4 AND state = ANY($5::text[])
+RETURNING {MOVE_TASK_COLUMNS}
+"""
+
+# Active tasks of nodes no longer registered (a node's row goes at its clean stop, or when
+# another reaps it for a lapsed heartbeat): this node's now.
+COUNT_ORPHAN_MOVE_TASKS = """
+SELECT count(*) FROM ocd_move_tasks
+WHERE state IN ('running', 'cancelling') AND node <> $1
+  AND node NOT IN (SELECT node_id FROM ocd_nodes)
+"""
+
+ADOPT_MOVE_TASKS = f"""
+UPDATE ocd_move_tasks SET node = $1
+WHERE state IN ('running', 'cancelling') AND node <> $1
+  AND node NOT IN (SELECT node_id FROM ocd_nodes)
+RETURNING {MOVE_TASK_COLUMNS}
+"""

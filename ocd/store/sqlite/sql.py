@@ -97,6 +97,34 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE queues ADD COLUMN sqs_attrs TEXT;
     ALTER TABLE queues ADD COLUMN tags TEXT;
     """,
+    """
+    -- Bulk move tasks (redrives and deletes), so that one survives a restart: its bound
+    -- and cursor as (send time, seq), its progress, and the node running it.
+    CREATE TABLE move_tasks (
+        task_id        TEXT    PRIMARY KEY,
+        account        TEXT    NOT NULL,
+        source_id      TEXT    NOT NULL,
+        source         TEXT    NOT NULL,
+        destination_id TEXT,
+        destination    TEXT,
+        total          INTEGER NOT NULL,
+        started_ms     INTEGER NOT NULL,
+        done           INTEGER NOT NULL DEFAULT 0,
+        state          TEXT    NOT NULL,
+        error          TEXT,
+        finished_ms    INTEGER,
+        rate           INTEGER,
+        bound_sent     INTEGER,
+        bound_seq      INTEGER,
+        cursor_sent    INTEGER,
+        cursor_seq     INTEGER,
+        spec           TEXT    NOT NULL,
+        node           TEXT    NOT NULL
+    );
+    -- one active redrive per source queue
+    CREATE UNIQUE INDEX move_tasks_active ON move_tasks (source_id)
+        WHERE destination_id IS NOT NULL AND state IN ('running', 'cancelling');
+    """,
 )
 
 SELECT_QUEUES = """
@@ -434,4 +462,46 @@ ORDER BY sent_ms DESC, seq DESC LIMIT :n
 SEARCH_ROWS = f"""
 SELECT {_BROWSED} FROM messages WHERE +queue = :q AND seq IN ({{marks}})
 ORDER BY sent_ms DESC, seq DESC
+"""
+
+# ------------------------------------------------------------------ bulk move tasks
+
+MOVE_TASK_COLUMNS = """
+task_id, account, source_id, source, destination_id, destination, total, started_ms, done,
+state, error, finished_ms, rate, bound_sent, bound_seq, cursor_sent, cursor_seq, spec, node
+"""
+
+INSERT_MOVE_TASK = f"""
+INSERT INTO move_tasks ({MOVE_TASK_COLUMNS})
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+WHERE NOT EXISTS (SELECT 1 FROM move_tasks
+                  WHERE source_id = ?3 AND ?5 IS NOT NULL AND destination_id IS NOT NULL
+                    AND state IN ('running', 'cancelling'))
+RETURNING task_id
+"""
+
+FORGET_MOVE_TASKS = "DELETE FROM move_tasks WHERE finished_ms IS NOT NULL AND finished_ms < ?"
+
+SELECT_MOVE_TASKS = f"SELECT {MOVE_TASK_COLUMNS} FROM move_tasks ORDER BY started_ms DESC, task_id"
+
+MOVE_TASK_PROGRESS = f"""
+UPDATE move_tasks SET done = done + ?, cursor_sent = coalesce(?, cursor_sent),
+                      cursor_seq = coalesce(?, cursor_seq)
+WHERE task_id = ?
+RETURNING {MOVE_TASK_COLUMNS}
+"""
+
+SET_MOVE_TASK_STATE = f"""
+UPDATE move_tasks SET state = ?, error = coalesce(?, error), finished_ms = ?
+WHERE task_id = ? AND state IN ({{marks}})
+RETURNING {MOVE_TASK_COLUMNS}
+"""
+
+COUNT_ORPHAN_MOVE_TASKS = """
+SELECT count(*) FROM move_tasks WHERE state IN ('running', 'cancelling') AND node <> ?
+"""
+
+ADOPT_MOVE_TASKS = f"""
+UPDATE move_tasks SET node = ? WHERE state IN ('running', 'cancelling') AND node <> ?
+RETURNING {MOVE_TASK_COLUMNS}
 """

@@ -156,7 +156,11 @@ async def test_producer_bindings_send_over_the_rest_api(tmp_path, ocd_processes,
         got = await _api(s, port, "POST", "/queues/out/messages/peek", {"batch_size": 10})
         kinds = sorted(m["metadata"]["CF-Content-Type"] for m in got["messages"])
         assert kinds == ["json", "text"]
-        assert (await _api(s, port, "GET", "/queues/in/metrics"))["backlog_count"] == 0
+
+        async def acked() -> bool:  # the ack follows the handler's sends: wait for it too
+            return (await _api(s, port, "GET", "/queues/in/metrics"))["backlog_count"] == 0
+
+        await eventually(acked, 30)
 
 
 async def test_sigterm_drains_the_batch_in_hand(tmp_path, ocd_processes, consumers):

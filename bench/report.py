@@ -169,14 +169,14 @@ METRICS = (
     # The SQS endpoint from the lean raw-socket generator (sqs_lean.py)
     Metric("sqs_raw_send", "sqs_raw", ("send", "msg_s"), "msg/s", (">=", 20_000)),
     Metric("sqs_raw_send_cpu", "sqs_raw", ("send", "daemon_cpu_pct"), "%"),
+    Metric("sqs_raw_send_cpu_us", "sqs_raw", ("send", "cpu_us_per_msg"), "us"),
+    Metric("sqs_raw_receive_delete_cpu_us", "sqs_raw", ("receive_delete", "cpu_us_per_msg"), "us"),
     Metric("sqs_raw_send_bench_cpu", "sqs_raw", ("send", "bench_cpu_pct"), "%"),
     Metric(
         "sqs_raw_receive_delete", "sqs_raw", ("receive_delete", "msg_s"), "msg/s", (">=", 10_000)
     ),
     Metric("sqs_raw_receive_delete_cpu", "sqs_raw", ("receive_delete", "daemon_cpu_pct"), "%"),
-    Metric(
-        "sqs_raw_receive_delete_bench_cpu", "sqs_raw", ("receive_delete", "bench_cpu_pct"), "%"
-    ),
+    Metric("sqs_raw_receive_delete_bench_cpu", "sqs_raw", ("receive_delete", "bench_cpu_pct"), "%"),
     Metric("sqs_idle_poll_cpu", "sqs_idle_polls", ("idle", "daemon_cpu_pct"), "%", ("<=", 2)),
     Metric("sqs_wake_p50", "sqs_idle_polls", ("wake_p50_ms",), "ms"),
     Metric("sqs_wake_p99", "sqs_idle_polls", ("wake_p99_ms",), "ms", ("<=", 20)),

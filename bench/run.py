@@ -40,7 +40,7 @@ beforehand):
                       messages; skipped without moto, a dev dependency);
 * sqs_raw          -- the SQS endpoint from the lean raw-socket generator (``sqs_lean.py``):
                       pre-built SendMessageBatch(10) requests from 50 connections, then
-                      ReceiveMessage(10) + DeleteMessageBatch from 16; messages/s of each;
+                      ReceiveMessage(10) + DeleteMessageBatch from 32; messages/s of each;
 * sqs_idle_polls   -- 50 open ReceiveMessage(WaitTimeSeconds=20) on an empty queue: the
                       daemon's CPU over 25 s, then single sends' wake-up latency;
 * http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
@@ -113,7 +113,7 @@ class Sizes:
     sqs_moto_total: int = 1_600
     sqs_raw_total: int = 200_000  # sent, then received and deleted, by the lean generator
     sqs_raw_senders: int = 50
-    sqs_raw_receivers: int = 16
+    sqs_raw_receivers: int = 32
     sqs_idle_polls: int = 50
     sqs_idle_window_s: float = 25.0  # longer than a poll's 20 s wait
     sqs_wakeups: int = 200

@@ -6,7 +6,7 @@
                     messages are stored (answers read only as far as their status and
                     length; the queue's ``ApproximateNumberOfMessages`` is checked after),
                     then ReceiveMessage(10) + DeleteMessageBatch from ``sqs_raw_receivers``
-                    connections until every message is deleted (each receive's answer is
+                    (32) connections until every message is deleted (each receive's answer is
                     parsed for its receipt handles, every delete's checked): messages/s of
                     each phase.
 * sqs_idle_polls -- ``sqs_idle_polls`` ReceiveMessage with WaitTimeSeconds=20 held open on
@@ -86,7 +86,8 @@ async def receive_and_delete(port: int, url: str, receivers: int, total: int) ->
                 return
             entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in
                        enumerate(got)]  # fmt: skip
-            out = await call(conn, port, "DeleteMessageBatch", {"QueueUrl": url, "Entries": entries})
+            delete = {"QueueUrl": url, "Entries": entries}
+            out = await call(conn, port, "DeleteMessageBatch", delete)
             counts["requests"] += 1
             if out.get("Failed") or len(out.get("Successful", ())) != len(got):
                 raise BenchError(f"DeleteMessageBatch: {out}")
@@ -141,10 +142,15 @@ async def sqs_raw(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
                     raise BenchError("messages left in the queue after the receive phase")
             finally:
                 admin.close()
-    return {
-        "send": {**sent.summary(), **send_usage},
-        "receive_delete": {**got.summary(), **receive_usage},
-    }
+    return {"send": _with_cpu(sent, send_usage), "receive_delete": _with_cpu(got, receive_usage)}
+
+
+def _with_cpu(done: load.Load, usage: dict[str, float]) -> dict[str, Any]:
+    """A phase's figures, and the daemon's CPU per message: steadier than the rate when
+    other work on the machine takes CPU from it."""
+    out: dict[str, Any] = {**done.summary(), **usage}
+    out["cpu_us_per_msg"] = round(usage["daemon_cpu_pct"] * 1e4 / out["msg_s"], 1)
+    return out
 
 
 async def sqs_idle_polls(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:

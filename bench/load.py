@@ -3,9 +3,10 @@
 They share the machine with the server they measure, so they stay lean. The aiohttp one: one
 session whose connector keeps a connection per client, request bodies serialised to bytes
 before the clock starts, and responses only read and status-checked (a pull response is
-parsed: its lease ids are needed for the ack). ``RawLoad``, for single pushes only, goes
-further: plain ``asyncio.Protocol`` connections and answers read no further than their
-status line and Content-Length.
+parsed: its lease ids are needed for the ack). ``RawLoad``, for single pushes (and the SQS
+endpoint's batch sends), goes further: plain ``asyncio.Protocol`` connections and answers
+read no further than their status line and Content-Length. ``RawExchange`` is the same
+connection for clients that need each answer's body (a receive's receipt handles).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from harness import BenchError, free_port, percentile, process_cpu_s, wait_until
 TRIVIAL = Path(__file__).resolve().parent / "apps" / "trivial_server.py"
 REQUEST_TIMEOUT_S = 60.0
 JSON_HEADERS = {"Content-Type": "application/json"}
+JSON_HEADER_LINE = "Content-Type: application/json\r\n"
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,70 @@ async def pull_and_ack(
     return Load(requests, acked, time.perf_counter() - started, latencies)
 
 
+def _answer(buffer: bytes) -> tuple[int, bytes, bytes] | None:
+    """The first whole HTTP/1.1 answer in ``buffer`` (Content-Length framed): (status, body,
+    what follows it); None while it is incomplete."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    head = buffer[:end].lower()
+    at = head.find(b"\r\ncontent-length:")
+    length = int(head[at + 17 :].split(b"\r\n", 1)[0]) if at >= 0 else 0
+    if len(buffer) < end + 4 + length:
+        return None
+    return int(head[9:12]), buffer[end + 4 : end + 4 + length], buffer[end + 4 + length :]
+
+
+def raw_request(port: int, path: str, body: bytes, headers: str = "") -> bytes:
+    """A keep-alive POST as bytes; ``headers``: more header lines, each ending in CRLF."""
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers or JSON_HEADER_LINE}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class RawExchange(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection: ``await exchange(request)`` writes a pre-built
+    request and returns its answer's status and body, read whole."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+
+    @classmethod
+    async def open(cls, port: int) -> RawExchange:
+        _, conn = await asyncio.get_running_loop().create_connection(cls, "127.0.0.1", port)
+        return conn
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    async def exchange(self, request: bytes) -> tuple[int, bytes]:
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return await self.waiter
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        answer = _answer(self.buffer)
+        if answer is None:
+            return
+        status, body, self.buffer = answer
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result((status, body))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(BenchError(f"raw client: connection lost ({exc})"))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
 class _RawClient(asyncio.Protocol):
     """One keep-alive HTTP/1.1 connection that sends pre-built requests one at a time and
     reads each answer only as far as its status line and Content-Length."""
@@ -167,18 +233,13 @@ class _RawClient(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        end = self.buffer.find(b"\r\n\r\n")
-        if end < 0:
+        answer = _answer(self.buffer)
+        if answer is None:
             return
-        head = self.buffer[:end].lower()
-        at = head.find(b"\r\ncontent-length:")
-        length = int(head[at + 17 :].split(b"\r\n", 1)[0]) if at >= 0 else 0
-        if len(self.buffer) < end + 4 + length:
+        status, body, self.buffer = answer
+        if status != 200:
+            self._fail(BenchError(f"raw POST: {status} {body[:500]!r}"))
             return
-        if not head.startswith(b"http/1.1 200 "):
-            self._fail(BenchError(f"raw POST: {self.buffer[: end + 4 + length][:500]!r}"))
-            return
-        self.buffer = self.buffer[end + 4 + length :]
         self.latencies.append(time.perf_counter() - self.sent)
         self.send_next()
 
@@ -204,12 +265,8 @@ class RawLoad:
         self.conns: list[_RawClient] = []
         self.latencies: list[float] = []
 
-    def request(self, path: str, body: bytes) -> bytes:
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        )
-        return head.encode() + body
+    def request(self, path: str, body: bytes, headers: str = "") -> bytes:
+        return raw_request(self.port, path, body, headers)
 
     async def __aenter__(self) -> RawLoad:
         loop = asyncio.get_running_loop()
@@ -225,8 +282,9 @@ class RawLoad:
             if conn.transport is not None:
                 conn.transport.close()
 
-    async def drive(self, requests: Sequence[bytes]) -> Load:
-        """Send every request once, each connection its next as soon as its answer is in."""
+    async def drive(self, requests: Sequence[bytes], per_request: int = 1) -> Load:
+        """Send every request once, each connection its next as soon as its answer is in;
+        ``per_request`` messages per request."""
         self.latencies.clear()
         todo = iter(requests)
         for conn in self.conns:
@@ -237,7 +295,7 @@ class RawLoad:
             conn.send_next()
         await asyncio.gather(*(conn.done for conn in self.conns))
         seconds = time.perf_counter() - started
-        return Load(len(requests), len(requests), seconds, list(self.latencies))
+        return Load(len(requests), len(requests) * per_request, seconds, list(self.latencies))
 
 
 class TrivialServer:

@@ -166,6 +166,21 @@ METRICS = (
         "",
         (">=", 0.8),
     ),
+    # The SQS endpoint from the lean raw-socket generator (sqs_lean.py)
+    Metric("sqs_raw_send", "sqs_raw", ("send", "msg_s"), "msg/s", (">=", 20_000)),
+    Metric("sqs_raw_send_cpu", "sqs_raw", ("send", "daemon_cpu_pct"), "%"),
+    Metric("sqs_raw_send_cpu_us", "sqs_raw", ("send", "cpu_us_per_msg"), "us"),
+    Metric("sqs_raw_receive_delete_cpu_us", "sqs_raw", ("receive_delete", "cpu_us_per_msg"), "us"),
+    Metric("sqs_raw_send_bench_cpu", "sqs_raw", ("send", "bench_cpu_pct"), "%"),
+    Metric(
+        "sqs_raw_receive_delete", "sqs_raw", ("receive_delete", "msg_s"), "msg/s", (">=", 10_000)
+    ),
+    Metric("sqs_raw_receive_delete_cpu", "sqs_raw", ("receive_delete", "daemon_cpu_pct"), "%"),
+    Metric("sqs_raw_receive_delete_bench_cpu", "sqs_raw", ("receive_delete", "bench_cpu_pct"), "%"),
+    Metric("sqs_idle_poll_cpu", "sqs_idle_polls", ("idle", "daemon_cpu_pct"), "%", ("<=", 2)),
+    Metric("sqs_wake_p50", "sqs_idle_polls", ("wake_p50_ms",), "ms"),
+    Metric("sqs_wake_p99", "sqs_idle_polls", ("wake_p99_ms",), "ms", ("<=", 20)),
+    Metric("sqs_send_to_receive_p99", "sqs_idle_polls", ("send_to_receive_p99_ms",), "ms"),
 )
 
 
@@ -275,6 +290,14 @@ def summary_line(metrics: dict[str, Any], skipped: dict[str, str] | None = None)
         show("ui_worst_page_p99", "ui_page_p99", ".1f", " ms"),
         show("ui_sse_tick_p99", "ui_sse_tick_p99", ".2f", " ms"),
         show("ui_send_ratio", "ui_send_ratio", ".3f"),
+        show("sqs_send", "sqs_boto3_send", ".0f", " msg/s"),
+        show("sqs_receive_delete", "sqs_boto3_receive_delete", ".0f", " msg/s"),
+        show("sqs_send_vs_moto", "sqs_vs_moto_send", ".0f", "x"),
+        show("sqs_receive_delete_vs_moto", "sqs_vs_moto_receive", ".0f", "x"),
+        show("sqs_raw_send", "sqs_raw_send", ".0f", " msg/s"),
+        show("sqs_raw_receive_delete", "sqs_raw_receive_delete", ".0f", " msg/s"),
+        show("sqs_idle_poll_cpu", "sqs_idle_poll_cpu", ".2f", "%"),
+        show("sqs_wake_p99", "sqs_wake_p99", ".1f", " ms"),
     ]
     by_reason: dict[str, list[str]] = {}
     for name, reason in (skipped or {}).items():

@@ -38,6 +38,11 @@ beforehand):
                       SendMessageBatch(10), then ReceiveMessage(10) + DeleteMessageBatch, on
                       backlogs of 1k, 10k and 100k, and moto's server beside it (1,600
                       messages; skipped without moto, a dev dependency);
+* sqs_raw          -- the SQS endpoint from the lean raw-socket generator (``sqs_lean.py``):
+                      pre-built SendMessageBatch(10) requests from 50 connections, then
+                      ReceiveMessage(10) + DeleteMessageBatch from 32; messages/s of each;
+* sqs_idle_polls   -- 50 open ReceiveMessage(WaitTimeSeconds=20) on an empty queue: the
+                      daemon's CPU over 25 s, then single sends' wake-up latency;
 * http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
                       same requests against a trivial aiohttp handler (``apps/
                       trivial_server.py``), in alternating blocks: ocd's rate over the
@@ -81,6 +86,7 @@ from pgserver import PgServer
 from report import machine, summarise, summary_line
 from rest import http_pull_ack, http_push_batch, http_push_single
 from sqs import sqs_boto3_run
+from sqs_lean import sqs_idle_polls, sqs_raw
 from ui import ui
 
 
@@ -105,6 +111,12 @@ class Sizes:
     sqs_total: int = 20_000  # per backlog, sent then received over SQS by boto3
     sqs_backlogs: tuple[int, ...] = (1_000, 10_000, 100_000)
     sqs_moto_total: int = 1_600
+    sqs_raw_total: int = 200_000  # sent, then received and deleted, by the lean generator
+    sqs_raw_senders: int = 50
+    sqs_raw_receivers: int = 32
+    sqs_idle_polls: int = 50
+    sqs_idle_window_s: float = 25.0  # longer than a poll's 20 s wait
+    sqs_wakeups: int = 200
 
 
 QUICK = Sizes(
@@ -120,6 +132,9 @@ QUICK = Sizes(
     fifo_others=10_000,
     sqs_total=2_000,
     sqs_backlogs=(1_000, 10_000),
+    sqs_raw_total=10_000,
+    sqs_idle_window_s=2.0,
+    sqs_wakeups=20,
 )
 
 
@@ -450,6 +465,8 @@ SCENARIOS: dict[str, Scenario] = {
     "pg_fifo_hot_group": pg_fifo_hot_group,
     "ui": ui,
     "sqs_boto3": sqs_boto3,
+    "sqs_raw": sqs_raw,
+    "sqs_idle_polls": sqs_idle_polls,
 }
 
 

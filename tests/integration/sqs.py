@@ -20,7 +20,7 @@ APPS = Path(__file__).resolve().parent.parent / "apps"
 T = TypeVar("T")
 
 
-def client(endpoint: str, signed: bool = False, **extra: Any) -> Any:
+def client(endpoint: str, signed: bool = False, region: str = "us-east-1", **extra: Any) -> Any:
     cfg = Config(
         retries={"max_attempts": 1, "mode": "standard"},
         read_timeout=30,
@@ -28,7 +28,7 @@ def client(endpoint: str, signed: bool = False, **extra: Any) -> Any:
     )
     creds = {"aws_access_key_id": "AKIDTEST", "aws_secret_access_key": "secret"}
     return boto3.session.Session().client(
-        "sqs", endpoint_url=endpoint, region_name="us-east-1", config=cfg, **creds, **extra
+        "sqs", endpoint_url=endpoint, region_name=region, config=cfg, **creds, **extra
     )
 
 

@@ -25,14 +25,16 @@ ACME = ("AKIAACMEKEY000001", "acme-secret")
 BETA = ("AKIABETAKEY000001", "beta-secret")
 
 
-def signed_client(endpoint: str, key: tuple[str, str], query: bool = False) -> Any:
+def signed_client(
+    endpoint: str, key: tuple[str, str], query: bool = False, region: str = "us-east-1"
+) -> Any:
     session = botocore.session.get_session()
     if query:
         session.get_component("data_loader").search_paths.insert(0, str(MODELS))
     return boto3.session.Session(botocore_session=session).client(
         "sqs",
         endpoint_url=endpoint,
-        region_name="eu-west-1",
+        region_name=region,
         aws_access_key_id=key[0],
         aws_secret_access_key=key[1],
         config=Config(retries={"max_attempts": 1}),
@@ -107,8 +109,31 @@ async def test_each_account_sees_only_its_own_queues(sqs: SqsDaemon) -> None:
     (m,) = got["Messages"]
     assert m["Body"] == "for acme" and m["Attributes"]["SenderId"] == "111122223333"
     attrs = await sqs.call(acme.get_queue_attributes, QueueUrl=a_url, AttributeNames=["QueueArn"])
+    assert attrs["Attributes"]["QueueArn"] == "arn:aws:sqs:us-east-1:111122223333:jobs"
+
+
+async def test_an_accounts_queues_of_another_region_are_kept_apart(sqs: SqsDaemon) -> None:
+    east = signed_client(sqs.endpoint, ACME)
+    west = signed_client(sqs.endpoint, ACME, region="eu-west-1")
+    url = (await sqs.call(west.create_queue, QueueName="jobs"))["QueueUrl"]
+    assert url == f"{sqs.endpoint}/111122223333/jobs"
+    attrs = await sqs.call(west.get_queue_attributes, QueueUrl=url, AttributeNames=["QueueArn"])
     # the region comes from the signature's credential scope
     assert attrs["Attributes"]["QueueArn"] == "arn:aws:sqs:eu-west-1:111122223333:jobs"
+    with pytest.raises(east.exceptions.QueueDoesNotExist):
+        await sqs.call(east.get_queue_url, QueueName="jobs")
+    # acme's own account (the REST API's) holds its default region's queues only
+    assert sqs.daemon.store.queue("jobs", "acme") is None
+    assert sqs.daemon.store.queue("jobs", "acme@eu-west-1") is not None
+    headers = {"Authorization": "Bearer acme-token"}
+    async with sqs.session.get(
+        f"http://127.0.0.1:{sqs.daemon.port}/client/v4/accounts/acme/queues", headers=headers
+    ) as r:
+        assert r.status == 200 and (await r.json())["result"] == []
+    # nor does another account's key reach it in that region
+    beta = signed_client(sqs.endpoint, BETA, region="eu-west-1")
+    with pytest.raises(beta.exceptions.QueueDoesNotExist):
+        await sqs.call(beta.send_message, QueueUrl=url, MessageBody="x")
 
 
 async def test_bad_credentials_are_refused_with_sqs_codes(sqs: SqsDaemon) -> None:

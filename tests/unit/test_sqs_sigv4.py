@@ -99,3 +99,24 @@ def test_without_accounts_anything_is_local_in_the_scope_region() -> None:
     assert (c.account, c.account_id, c.region) == ("local", "000000000000", "eu-west-1")
     unsigned = lenient.caller(sigv4.Request("POST", "/", [], {}, b""), NOW_MS)
     assert (unsigned.account, unsigned.region) == ("local", "us-east-1")
+
+
+def test_a_region_other_than_the_default_is_a_store_account_of_its_own() -> None:
+    r = signed()  # scoped to eu-west-1
+    c = V.caller(r, _signed_at(r))
+    assert (c.account, c.store_account) == ("acme", "acme@eu-west-1")
+    home = sigv4.Verifier(KEYS, True, "eu-west-1").caller(r, _signed_at(r))
+    assert home.store_account == "acme"
+
+
+def test_a_malformed_region_in_the_scope_is_refused() -> None:
+    lenient = sigv4.Verifier({}, False, "us-east-1")
+    auth = "AWS4-HMAC-SHA256 Credential=AKID/20260101/EU@WEST/sqs/aws4_request, " + (
+        "SignedHeaders=host, Signature=" + "0" * 64
+    )
+    r = sigv4.Request(
+        "POST", "/", [], {"authorization": [auth], "x-amz-date": ["20260101T000000Z"]}, b""
+    )
+    with pytest.raises(SqsError) as e:
+        lenient.caller(r, NOW_MS)
+    assert e.value.query_code == "SignatureDoesNotMatch"

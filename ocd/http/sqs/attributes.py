@@ -36,11 +36,7 @@ async def apply_consumer(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) 
     if wanted.redrive is not None:
         dlq, count = wanted.redrive
         if await sqs.store.lookup(dlq, queue.account) is None:
-            raise SqsError(
-                "InvalidParameterValueException",
-                "Value for parameter RedrivePolicy is invalid. Reason: Dead letter target "
-                "does not exist.",
-            )
+            raise q.no_dead_letter_target()
         try:
             check_dead_letter(queue.name, dlq)
         except DeadLetterTypeMismatch:

@@ -59,10 +59,10 @@ class SqsContext:
         return f"{self.public_url or call.base}/{call.caller.account_id}/{name}"
 
     async def queue(self, call: Call) -> QueueRecord:
-        """The caller's queue its ``QueueUrl`` names; QueueDoesNotExist if there is none
-        (or it names another account)."""
+        """The caller's queue its ``QueueUrl`` names, in the caller's region;
+        QueueDoesNotExist if there is none (or it names another account)."""
         name = q.queue_name_of(call.params.get("QueueUrl"), call.caller.account_id)
-        found = await self.store.lookup(name, call.caller.account)
+        found = await self.store.lookup(name, call.account)
         if found is None:
             raise no_queue()
         return found
@@ -88,10 +88,17 @@ class Call:
 
     @property
     def account(self) -> str:
-        return self.caller.account
+        """The store account of the caller's queues: its ocd account in ``[sqs] region``,
+        ``<account>@<region>`` in any other (``sigv4.regional_account``)."""
+        return self.caller.store_account
 
     def arn(self, name: str) -> str:
         return q.arn(self.caller.region, self.caller.account_id, name)
+
+    @property
+    def arn_prefix(self) -> str:
+        """What the ARNs of the caller's queues (its region, its account) start with."""
+        return self.arn("")
 
 
 def string(req: dict[str, Any], key: str, required: bool = True) -> Any:

@@ -29,7 +29,7 @@ async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
                 "hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.",
             )
     tags = qx.check_tags(req.get("tags") or {})
-    wanted = q.parse_attributes(name, attrs, QueueSettings(), creating=True)
+    wanted = q.parse_attributes(name, attrs, QueueSettings(), True, call.arn_prefix)
     existing = await sqs.store.lookup(name, call.account)
     if existing is not None:
         await attributes.check_same(sqs, existing, wanted)
@@ -131,7 +131,7 @@ async def set_queue_attributes(sqs: SqsContext, call: Call) -> dict[str, Any]:
     if call.params.get("Attributes") is None:
         raise missing("Attributes")
     wanted = q.parse_attributes(
-        queue.name, call.params["Attributes"], queue.settings, creating=False
+        queue.name, call.params["Attributes"], queue.settings, False, call.arn_prefix
     )
     try:
         if wanted.settings != queue.settings:

@@ -1,9 +1,11 @@
 """Queue URLs, ARNs and the queue attributes SQS shows, mapped onto ocd's queue settings.
 
-An SQS queue is an ocd queue of the same name in account ``local`` (shown to SQS clients as
-``000000000000``). What SQS calls a queue's visibility timeout and redrive policy is its
-HTTP pull consumer (``visibility_timeout_ms``, ``max_retries`` = maxReceiveCount - 1,
-``dead_letter_queue``), the same setting the Cloudflare REST API shows.
+An SQS queue is an ocd queue of the same name in the caller's account (``local`` without
+``[[accounts]]``, shown to SQS clients as ``000000000000``) in its region: the account itself
+in ``[sqs] region``, ``<account>@<region>`` in any other (``sigv4.regional_account``).
+What SQS calls a queue's visibility timeout and redrive policy is its HTTP pull consumer
+(``visibility_timeout_ms``, ``max_retries`` = maxReceiveCount - 1, ``dead_letter_queue``),
+the same setting the Cloudflare REST API shows.
 """
 
 from __future__ import annotations
@@ -118,7 +120,18 @@ def _bool(name: str, value: object) -> bool:
     return text == "true"
 
 
-def parse_attributes(name: str, attrs: Any, base: QueueSettings, creating: bool) -> Wanted:
+def no_dead_letter_target() -> SqsError:
+    return SqsError(
+        "InvalidParameterValueException",
+        "Value for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.",
+    )
+
+
+def parse_attributes(
+    name: str, attrs: Any, base: QueueSettings, creating: bool, arn_prefix: str
+) -> Wanted:
+    """The attributes asked for, checked; a ``deadLetterTargetArn`` must start with
+    ``arn_prefix`` (the caller's region and account): another's does not exist."""
     if attrs is None:
         attrs = {}
     if not isinstance(attrs, dict):
@@ -161,7 +174,7 @@ def parse_attributes(name: str, attrs: Any, base: QueueSettings, creating: bool)
             if value in ("", "{}"):
                 wanted = replace(wanted, redrive=None, redrive_cleared=True)
                 continue
-            wanted = replace(wanted, redrive=_redrive(value))
+            wanted = replace(wanted, redrive=_redrive(value, arn_prefix))
         elif key in EXTRA_DEFAULTS:
             wanted.extras[key] = check_extra(key, value)
     return replace(wanted, settings=settings)
@@ -214,10 +227,11 @@ def check_extra(key: str, value: object) -> str:
     return text  # KmsMasterKeyId: kept as given
 
 
-def _redrive(value: object) -> tuple[str, int]:
+def _redrive(value: object, arn_prefix: str) -> tuple[str, int]:
     try:
         doc: Any = json.loads(value) if isinstance(value, str) else value
-        target = name_of_arn(doc["deadLetterTargetArn"])
+        target_arn = doc["deadLetterTargetArn"]
+        target = name_of_arn(target_arn)
         count = int(doc["maxReceiveCount"])
     except (ValueError, TypeError, KeyError, SqsError):
         raise SqsError(
@@ -231,6 +245,8 @@ def _redrive(value: object) -> tuple[str, int]:
             "Invalid value for the parameter RedrivePolicy. Reason: maxReceiveCount must be "
             "between 1 and 1000.",
         )
+    if not target_arn.startswith(arn_prefix):  # another region's or account's queue
+        raise no_dead_letter_target()
     return target, count
 
 

@@ -3,6 +3,11 @@
 
 Without accounts every request, signed or not, is account ``local`` (shown as
 ``000000000000``); the region is the signature's credential scope, else ``[sqs] region``.
+Queues are kept apart per region: those of ``[sqs] region`` are the account's own (the
+queues the Cloudflare API and Workers see), those of any other region live in the store
+under the derived account ``<account>@<region>`` (``Caller.store_account``), which no
+config account can be named (ids are ``[A-Za-z0-9_-]``), so the REST API and the dashboard
+never reach them.
 With accounts, a request must be signed by a configured key whose ``X-Amz-Date`` is within
 15 minutes of now (a presigned URL also within its ``X-Amz-Expires``); the signature is
 compared in constant time. Refusals use SQS's codes: ``InvalidClientTokenId`` (unknown
@@ -31,16 +36,33 @@ _AUTH = re.compile(
     r"Signature=([0-9a-f]{64})\s*"
 )
 _DATE = re.compile(r"\d{8}T\d{6}Z")
+# A credential scope's region: what AWS names regions with (lowercase letters, digits, '-'),
+# so that it can be part of an ARN and of a store account name.
+_REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?")
 
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """The account a request acts as: ocd's id and the 12-digit one SQS clients see."""
+    """The account a request acts as: ocd's id and the 12-digit one SQS clients see, and
+    the region it names (``default_region``: ``[sqs] region``)."""
 
     account: str
     account_id: str
     region: str
+    default_region: str
     access_key_id: str | None = None
+
+    @property
+    def store_account(self) -> str:
+        """The store account of the caller's queues in its region."""
+        return regional_account(self.account, self.region, self.default_region)
+
+
+def regional_account(account: str, region: str, default_region: str) -> str:
+    """The store account holding ``account``'s SQS queues of ``region``: the account itself
+    in the default region (where the Cloudflare side's queues are), else
+    ``<account>@<region>``."""
+    return account if region == default_region else f"{account}@{region}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +190,8 @@ class Verifier:
     def caller(self, req: Request, now_ms: int) -> Caller:
         s = parse(req) if self.required else _lenient(req)
         if not self.required:
-            region = s.region if s is not None and s.region else self.region
-            return Caller("local", LOCAL_ACCOUNT_ID, region, s.access_key_id if s else None)
+            key_id = s.access_key_id if s else None
+            return Caller("local", LOCAL_ACCOUNT_ID, self._region(s), self.region, key_id)
         if s is None:
             raise _denied(
                 "AccessDeniedException",
@@ -200,7 +222,18 @@ class Verifier:
                 "The request signature we calculated does not match the signature you "
                 "provided. Check your AWS Secret Access Key and signing method.",
             )
-        return Caller(key.account, key.account_id, s.region or self.region, s.access_key_id)
+        return Caller(key.account, key.account_id, self._region(s), self.region, s.access_key_id)
+
+    def _region(self, s: Signed | None) -> str:
+        """The region a request names (its credential scope's), else ``[sqs] region``."""
+        region = s.region if s is not None and s.region else self.region
+        if not _REGION.fullmatch(region):
+            raise _denied(
+                "SignatureDoesNotMatch",
+                f"Credential should be scoped to a valid region, not {region[:64]!r} "
+                "(lowercase letters, digits and '-').",
+            )
+        return region
 
 
 def _lenient(req: Request) -> Signed | None:

@@ -44,6 +44,7 @@ SCENARIOS: dict[str, str] = {
     "clock_steps": "clock_steps",
     "full_disk": "full_disk",
     "damaged_files": "damaged_files",
+    "pg_outage": "pg_outage",
 }
 
 

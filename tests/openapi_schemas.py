@@ -47,6 +47,8 @@ def response_validator(method: str, template: str, status: int) -> OAS31Validato
     response = operation(method, template)["responses"].get(str(status))
     if response is None:
         return None
+    if "$ref" in response:  # a shared entry of components/responses
+        response = _resolve(response, False)
     return OAS31Validator(_resolve(response["content"]["application/json"]["schema"], True))
 
 

@@ -28,12 +28,15 @@ from ocd.api.envelope import (
     MESSAGE_METADATA_INVALID,
     METHOD_NOT_ALLOWED,
     NO_PULL_CONSUMER,
+    OVERLOADED,
     QUEUE_DISABLED,
     QUEUE_EXISTS,
     QUEUE_IN_USE,
     QUEUE_NOT_FOUND,
     ROUTE_NOT_FOUND,
     SERVICE_NOT_FOUND,
+    STORAGE_FULL,
+    STORE_UNAVAILABLE,
     TASK_NOT_FOUND,
     TASK_RUNNING,
     USER_UNAUTHORIZED,
@@ -60,11 +63,13 @@ CODES: dict[int, str] = {
     BATCH_SIZE_OUT_OF_BOUNDS: f"a batch is larger than {MAX_BATCH_BYTES} bytes encoded",
     BATCH_COUNT_OUT_OF_BOUNDS: f"a batch has more than {MAX_BATCH_MESSAGES} messages",
     BODY_INVALID: "the request is well-formed JSON but a field is missing, unknown, of the "
-    "wrong type or out of range (errors[].source.pointer names it); also a body over 1 MiB; "
+    "wrong type or out of range (errors[].source.pointer names it); also (413) a body over "
+    "1 MiB, sent or once inflated from its Content-Encoding; "
     "and the FIFO type rules: a rename that adds or removes '.fifo', a dead-letter queue of "
     "the other type than its queue, FIFO settings on a standard queue",
     BODY_MALFORMED: "the request body is empty where one is required, not JSON, nested too "
-    "deeply, or not in its Content-Encoding",
+    "deeply, or not in its Content-Encoding; also (408) a body not received within "
+    "server.body_timeout, and (415) a Content-Encoding other than gzip or deflate",
     QUEUE_DISABLED: "the queue's delivery is paused (message: queue_delivery_paused)",
     QUEUE_NOT_FOUND: "no queue with that id or name in this account",
     CONSUMER_NOT_FOUND: "the queue has no consumer with that id",
@@ -83,6 +88,13 @@ CODES: dict[int, str] = {
     FEATURE_NOT_SUPPORTED: "a Cloudflare API that ocd does not provide",
     TASK_NOT_FOUND: "no bulk move task with that id in this account",
     TASK_RUNNING: "the queue has a redrive running; one redrive per queue at a time",
+    STORAGE_FULL: "the disk (SQLite) or the database's storage (PostgreSQL) is full; the "
+    "message says where. Nothing was written. Pulls and acks go on working, so that "
+    "consumers can drain the queue; retry once space is freed",
+    STORE_UNAVAILABLE: "the queue database cannot be reached now (e.g. PostgreSQL is "
+    "down or the connection was lost); nothing was written, or the write is safe to retry",
+    OVERLOADED: "ocd is at its connection limit (server.max_connections), every connection "
+    "busy; retry shortly",
 }
 
 # ------------------------------------------------------------------------ responses
@@ -109,10 +121,22 @@ STATUS_TEXT = {
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not found",
+    408: "Request body not received within server.body_timeout",
     409: "Conflict",
-    413: "Request body over 1 MiB",
+    413: "Request body over 1 MiB, as sent or once inflated",
+    415: "Unsupported Content-Encoding",
     500: "Internal error",
     501: "Not implemented",
+    503: "Unavailable now; retry after Retry-After seconds",
+    507: "Storage full; retry once space is freed",
+}
+
+
+RETRY_AFTER: Schema = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer", "minimum": 0},
+    }
 }
 
 
@@ -127,10 +151,30 @@ def failure(status: int, codes: list[int]) -> Schema:
         },
         ("success", "errors", "messages", "result"),
     )
-    return {
+    response: Schema = {
         "description": f"{STATUS_TEXT[status]}. Error codes:{lines}",
         "content": {"application/json": {"schema": envelope}},
     }
+    if status in (503, 507):
+        response["headers"] = RETRY_AFTER
+    return response
+
+
+# The faults any operation of a kind can meet, not the request's own mistakes: shared
+# entries in components/responses, which the operations reference.
+RESPONSES: dict[str, tuple[int, list[int]]] = {
+    "BodyTimeout": (408, [BODY_MALFORMED]),
+    "UnsupportedEncoding": (415, [BODY_MALFORMED]),
+    "StorageFull": (507, [STORAGE_FULL]),
+    "Unavailable": (503, [STORE_UNAVAILABLE, OVERLOADED]),  # operations on the database
+    "Overloaded": (503, [OVERLOADED]),  # those that answer from the config alone
+}
+# POSTs that only read: they never need new space
+READ_ONLY_POSTS = {"messages-peek", "messages-browse", "messages-search"}
+
+
+def shared(name: str) -> Schema:
+    return {"$ref": f"#/components/responses/{name}"}
 
 
 def result(name: str) -> Schema:
@@ -144,6 +188,7 @@ SEND_NOTE = "Goes through the same producer as worker bindings: same limits, sam
 # ------------------------------------------------------------------------ operations
 
 Operation = tuple[str, str, Schema]  # method, path, operation object
+T = "/accounts/{account_id}/move_tasks"
 
 
 def operation(
@@ -158,8 +203,11 @@ def operation(
     errors: dict[int, list[int]] | None = None,
     **extra: Any,
 ) -> Operation:
-    """One operation. Every one can fail with 403 (auth) and 500; one under a queue with
-    404 (no such queue); one with a body with 400 and 413 for the body's own problems."""
+    """One operation. Every one can fail with 403 (auth), 500 and 503 (connection limit;
+    and database unreachable for one on the database, under /queues or /move_tasks);
+    one under a queue with 404 (no such queue); one with a body with 400, 408, 413 and 415
+    for the body's own problems; one that writes to the database with 507 (storage
+    full)."""
     codes: dict[int, list[int]] = {403: [AUTH_ERROR]}
     if "{queue_id}" in path:
         codes[404] = [QUEUE_NOT_FOUND]
@@ -176,7 +224,16 @@ def operation(
             "required": body_required,
             "content": {"application/json": {"schema": ref(body)}},
         }
-    op["responses"] = {"200": ok} | {str(s): failure(s, codes[s]) for s in sorted(codes)}
+    faults: dict[int, str] = {}
+    on_database = path.startswith(("/accounts/{account_id}/queues", T))
+    if body is not None:
+        faults |= {408: "BodyTimeout", 415: "UnsupportedEncoding"}
+    if on_database and method != "get" and op_id not in READ_ONLY_POSTS:
+        faults[507] = "StorageFull"
+    faults[503] = "Unavailable" if on_database else "Overloaded"
+    responses: Schema = {str(s): failure(s, codes[s]) for s in codes}
+    responses |= {str(s): shared(name) for s, name in faults.items()}
+    op["responses"] = {"200": ok} | dict(sorted(responses.items()))
     return method, path, op
 
 
@@ -227,7 +284,6 @@ Q = "/accounts/{account_id}/queues"
 ONE = Q + "/{queue_id}"
 C = ONE + "/consumers"
 M = ONE + "/messages"
-T = "/accounts/{account_id}/move_tasks"
 
 OPERATIONS: list[Operation] = [
     operation("post", Q, "queues-create", "Create a queue", result("Queue"),
@@ -327,7 +383,8 @@ OPENAPI_GET: Schema = {
         "200": {
             "description": "The OpenAPI document (not wrapped in the envelope).",
             "content": {"application/json": {"schema": {"type": "object"}}},
-        }
+        },
+        "503": shared("Overloaded"),
     },
 }
 
@@ -381,7 +438,11 @@ def document() -> dict[str, Any]:
                 {"name": "Meta"},
             ],
             "paths": paths(),
-            "components": {"schemas": SCHEMAS, "securitySchemes": {"bearerAuth": BEARER}},
+            "components": {
+                "schemas": SCHEMAS,
+                "responses": {n: failure(s, c) for n, (s, c) in RESPONSES.items()},
+                "securitySchemes": {"bearerAuth": BEARER},
+            },
         }
     )
 

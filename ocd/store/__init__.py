@@ -66,7 +66,8 @@ def make_store(
     accept_data_loss: bool = False,
 ) -> Store:
     """A closed store of the named backend; ``open()`` it to use it. ``accept_data_loss``:
-    start on a SQLite database older than its high-water mark, saying so."""
+    start on a SQLite database older than its high-water mark, or on a PostgreSQL database
+    other or older than the one this node (its ``data_dir``) recorded, saying so."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown store backend {backend!r}; known: {', '.join(BACKENDS)}")
     module, name = BACKENDS[backend].split(":")
@@ -78,7 +79,13 @@ def make_store(
     else:
         assert dsn is not None
         store = cls(
-            dsn, durability, pool_size=pool_size, node_heartbeat_s=node_heartbeat_s, clock=clock
+            dsn,
+            durability,
+            pool_size=pool_size,
+            node_heartbeat_s=node_heartbeat_s,
+            clock=clock,
+            data_dir=data_dir,
+            accept_data_loss=accept_data_loss,
         )
     return store
 

@@ -16,10 +16,19 @@ import pytest
 from tests.acceptance.conftest import APPS, OcdProcess, records, run_ocd
 from tests.acceptance.disk import CannotMount, Rest, fill, small_filesystem
 from tests.helpers import eventually, wait_sync
+from tests.openapi_schemas import problems, response_validator
 
 pytestmark = pytest.mark.timeout(120)
 
 BODY = "x" * 20_000  # ten to a batch: under the 256 KB batch limit
+BATCH = "/accounts/{account_id}/queues/{queue_id}/messages/batch"  # what Rest.push calls
+
+
+def documented(status: int, answer: Any) -> list[str]:
+    """What in ``answer`` the OpenAPI document's response for ``status`` does not allow."""
+    validator = response_validator("POST", BATCH, status)
+    assert validator is not None, f"the document lists no {status} for a batch push"
+    return problems(validator, answer)
 
 
 def config(tmp: Path, data_dir: Path, store: str = "", reserve: str = "") -> Path:
@@ -105,6 +114,7 @@ def test_a_full_disk_refuses_sends_clearly_drains_and_resumes_once_space_is_free
                 assert answer["success"] is False and answer["result"] is None
                 (err,) = answer["errors"]
                 assert err["code"] == 10251
+                assert documented(507, answer) == []
                 assert "the disk is full" in err["message"] and str(data_dir) in err["message"]
                 # The binding raises an error that says the same.
                 status, raised = await api.binding_send({"n": 1})
@@ -344,6 +354,7 @@ def test_postgres_going_away_answers_503_and_everything_resumes(
                 assert status == 503, answer
                 message = answer["errors"][0]["message"]
                 assert "unavailable" in message and "try again" in message
+                assert documented(503, answer) == []
                 status, raised = await api.binding_send({"n": -1})
                 assert status == 400 and raised["error"] == "StoreUnavailable", raised
 

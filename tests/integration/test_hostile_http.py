@@ -17,6 +17,7 @@ import pytest
 from ocd.config import load_config
 from ocd.daemon import Daemon, load_workers
 from tests.integration.rest import sha256_hex
+from tests.openapi_schemas import problems, response_validator
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 TOKEN = "hostile-token"
@@ -120,6 +121,16 @@ def head(
 
 
 PUSH = "/client/v4/accounts/local/queues/jobs/messages"
+PUSH_OP = "/accounts/{account_id}/queues/{queue_id}/messages"
+
+
+def documented(status: int, body: bytes, template: str = PUSH_OP, method: str = "POST") -> None:
+    """``body`` is the response the OpenAPI document gives for ``status`` there."""
+    validator = response_validator(method, template, status)
+    assert validator is not None, f"the document lists no {status} for {method} {template}"
+    assert problems(validator, json.loads(body)) == [], body
+
+
 AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 
 
@@ -145,6 +156,7 @@ async def test_gzip_bomb_is_refused_413_before_it_is_sent_whole_and_others_are_s
     assert headers["content-type"].startswith("application/json")
     out = json.loads(body)
     assert out["success"] is False and "inflates to more than 1 MiB" in out["errors"][0]["message"]
+    documented(413, body)
     c.close()
 
 
@@ -180,6 +192,7 @@ async def test_unknown_content_encoding_is_a_415_in_each_surfaces_shape(daemon, 
     status, headers, body = await c.response()
     assert status == 415 and headers["content-type"].startswith("application/json")
     assert "is not supported" in json.loads(body)["errors"][0]["message"]
+    documented(415, body)
     c.close()
     c = await Conn.open(daemon.sqs_port)
     sqs = {
@@ -291,6 +304,7 @@ async def test_a_body_slower_than_body_timeout_gets_408_in_the_envelope(daemon):
     await c.send(head("POST", PUSH, AUTH, 100) + b'{"body": ')
     status, _, body = await c.response()
     assert status == 408 and "body_timeout" in json.loads(body)["errors"][0]["message"]
+    documented(408, body)
     c.close()
 
 
@@ -326,10 +340,11 @@ async def test_beyond_the_cap_with_none_idle_a_503_in_the_envelope(daemon):
             busy.append(c)
         await _until_busy(daemon, 16)
         c = await Conn.open(daemon.port)
-        await c.send(head("GET", "/__ocd/healthz"))
+        await c.send(head("GET", "/client/v4/accounts/local/queues", AUTH))
         status, headers, body = await c.response()
         assert status == 503 and headers["retry-after"] == "1"
         assert json.loads(body)["errors"][0]["code"] == 15002
+        documented(503, body, "/accounts/{account_id}/queues", "GET")
         c.close()
     finally:
         for c in busy:

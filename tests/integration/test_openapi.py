@@ -7,11 +7,14 @@ import io
 import json
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from openapi_spec_validator import validate
 
 from ocd.api.app import PREFIX
+from ocd.api.envelope import enveloped
 from ocd.api.openapi import ALWAYS_FAIL, document
+from ocd.errors import StoreFull, StoreUnavailable
 from tests.integration.conftest import Running
 from tests.openapi_schemas import DOC, problems, response_validator
 
@@ -86,11 +89,94 @@ def test_every_path_parameter_is_declared_and_every_operation_named():
 def test_error_codes_are_listed_per_status():
     pull = DOC["paths"]["/accounts/{account_id}/queues/{queue_id}/messages/pull"]["post"]
     responses = pull["responses"]
-    assert {"200", "400", "403", "404", "409", "413", "500"} == set(responses)
+    assert {"200", "400", "403", "404", "408", "409", "413", "415", "500", "503", "507"} == set(
+        responses
+    )
     assert "`11010`" in responses["400"]["description"]
     assert "`10252`" in responses["409"]["description"]
     codes = responses["409"]["content"]["application/json"]["schema"]["properties"]["errors"]
     assert codes["items"]["properties"]["code"]["enum"] == [10252]
+
+
+def _codes(doc: dict[str, Any], response: dict[str, Any]) -> list[int]:
+    if "$ref" in response:
+        response = doc["components"]["responses"][response["$ref"].rsplit("/", 1)[1]]
+    errors = response["content"]["application/json"]["schema"]["properties"]["errors"]
+    codes: list[int] = errors["items"]["properties"]["code"]["enum"]
+    return codes
+
+
+def test_every_operation_documents_the_faults_it_can_meet():
+    """The answers a fault gives rather than the request's own mistake: the connection cap
+    (503 15002) anywhere; the database unreachable (503 15001) where the database is used;
+    the storage full (507 10251) where it is written; a body's timeout (408), size once
+    inflated (413) and unknown Content-Encoding (415) where a body is read."""
+    reads = {"messages-peek", "messages-browse", "messages-search"}
+    for path, item in DOC["paths"].items():
+        on_database = "/queues" in path or "/move_tasks" in path
+        for method, op in item.items():
+            if method == "parameters":
+                continue
+            responses = op["responses"]
+            where = (method, path)
+            assert 15002 in _codes(DOC, responses["503"]), where
+            assert (15001 in _codes(DOC, responses["503"])) == on_database, where
+            if "requestBody" in op:
+                assert _codes(DOC, responses["408"]) == [10208], where
+                assert _codes(DOC, responses["415"]) == [10208], where
+                assert _codes(DOC, responses["413"]) == [10207], where
+            writes = on_database and method != "get" and op["operationId"] not in reads
+            assert ("507" in responses) == writes, where
+            if writes:
+                assert _codes(DOC, responses["507"]) == [10251], where
+            for status in ("503", "507"):
+                if status in responses:
+                    shared = DOC["components"]["responses"][
+                        responses[status]["$ref"].rsplit("/", 1)[1]
+                    ]
+                    assert "Retry-After" in shared["headers"], where
+
+
+async def test_store_faults_are_answered_as_the_document_says():
+    """The envelope the API routes answer a full disk and an unreachable database with,
+    over a real socket, matches every operation's documented 507 and 503."""
+
+    async def full(request: web.Request) -> web.Response:
+        raise StoreFull("the disk is full: /var/lib/ocd has no space left", "/var/lib/ocd")
+
+    async def away(request: web.Request) -> web.Response:
+        raise StoreUnavailable("connection refused", "postgresql://db/ocd")
+
+    app = web.Application()
+    app.router.add_post("/full", enveloped(full))
+    app.router.add_post("/away", enveloped(away))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    answers: dict[int, tuple[dict[str, str], Any]] = {}
+    try:
+        async with aiohttp.ClientSession() as s:
+            for route in ("full", "away"):
+                async with s.post(f"http://127.0.0.1:{port}/{route}") as r:
+                    answers[r.status] = dict(r.headers), await r.json()
+    finally:
+        await runner.cleanup()
+    assert set(answers) == {503, 507}
+    checked = 0
+    for path, item in DOC["paths"].items():
+        for method in item:
+            for status, (headers, out) in answers.items():
+                if method == "parameters" or str(status) not in item[method]["responses"]:
+                    continue
+                if status == 503 and "/queues" not in path and "/move_tasks" not in path:
+                    continue  # these never reach the database: only the connection cap
+                validator = response_validator(method, path, status)
+                assert validator is not None
+                assert problems(validator, out) == [], (method, path, status, out)
+                assert int(headers["Retry-After"]) >= 0
+                checked += 1
+    assert checked > 20
 
 
 class Client:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
+from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
+from ocd.clock import SLEW_DIVISOR, SteadyClock
 from ocd.config import AccountConfig
-from ocd.http.ui.auth import Viewer, identify, same_origin, sign, verify
+from ocd.http.ui.auth import COOKIE, SESSION_S, Gate, Viewer, identify, same_origin, sign, verify
 
 KEY = b"k" * 32
 
@@ -43,3 +45,71 @@ def test_a_change_needs_same_origin_by_fetch_metadata_or_origin():
     assert same_origin(req(Origin="http://h:1"))
     assert not same_origin(req(Origin="http://evil"))
     assert not same_origin(req())
+
+
+class Stepped:
+    """A wall clock and a monotonic clock (nanoseconds) that move when the test says."""
+
+    def __init__(self) -> None:
+        self.wall = 1_800_000_000 * 10**9
+        self.mono = 5 * 10**9
+
+    def run(self, seconds: float) -> None:
+        self.wall += int(seconds * 1e9)
+        self.mono += int(seconds * 1e9)
+
+    def step_wall(self, seconds: float) -> None:
+        self.wall += int(seconds * 1e9)
+
+
+def _session(gate: Gate) -> str:
+    response = web.Response()
+    gate.set_cookie(
+        make_mocked_request("POST", "/__ocd/ui/login"), response, Viewer("acme", "t", False)
+    )
+    return response.cookies[COOKIE].value
+
+
+def _viewer(gate: Gate, cookie: str) -> Viewer | None:
+    return gate.viewer(
+        make_mocked_request("GET", "/__ocd/ui/", headers={"Cookie": f"{COOKIE}={cookie}"})
+    )
+
+
+def _gate(t: Stepped) -> Gate:
+    clock = SteadyClock(wall_ns=lambda: t.wall, monotonic_ns=lambda: t.mono)
+    return Gate([AccountConfig("acme", ("00" * 32,))], False, KEY, "/__ocd/", clock)
+
+
+def test_a_wall_clock_step_forward_does_not_log_the_dashboard_user_out():
+    t = Stepped()
+    gate = _gate(t)
+    cookie = _session(gate)
+    t.run(60)
+    t.step_wall(SESSION_S + 3600)  # an NTP step or a resumed VM: 13 h on the wall clock
+    t.run(60)
+    assert _viewer(gate, cookie) == Viewer("acme", "t", False)
+
+
+def test_a_wall_clock_step_back_does_not_lengthen_a_session_by_the_step():
+    """Stepped back 6 h, the wall clock would keep a session for 18 h; the daemon's clock
+    runs at most 1/SLEW_DIVISOR slow while it catches up, so 12 h and that much."""
+    t = Stepped()
+    gate = _gate(t)
+    cookie = _session(gate)
+    t.step_wall(-6 * 3600)
+    t.run(SESSION_S - 60)
+    assert _viewer(gate, cookie) is not None  # still within its 12 h
+    t.run(SESSION_S / (1 - 1 / SLEW_DIVISOR) - SESSION_S + 120)
+    assert _viewer(gate, cookie) is None  # the 6 h step did not buy 6 more hours
+
+
+def test_a_wall_clock_step_forward_does_not_shorten_a_session_by_the_step():
+    t = Stepped()
+    gate = _gate(t)
+    cookie = _session(gate)
+    t.step_wall(6 * 3600)
+    t.run(SESSION_S * (1 - 1 / SLEW_DIVISOR) - 60)
+    assert _viewer(gate, cookie) is not None  # the wall clock says 18 h have gone
+    t.run(SESSION_S)
+    assert _viewer(gate, cookie) is None

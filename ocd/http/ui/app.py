@@ -43,6 +43,10 @@ SECURITY_HEADERS = {
 Handler = Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]
 
 
+def see_other(location: str) -> web.Response:
+    return web.Response(status=303, headers={"Location": location})
+
+
 class Dashboard:
     def __init__(self, source: UiSource, base_path: str | None = None) -> None:
         self.source = source
@@ -62,7 +66,11 @@ class Dashboard:
         key = await self.source.store.secret("ui-session")
         cookie_path = self.base.rsplit("/", 1)[0] + "/" if "/" in self.base[1:] else "/"
         self.gate = Gate(
-            self.source.config.accounts, self.source.config.ui.read_only, key, cookie_path
+            self.source.config.accounts,
+            self.source.config.ui.read_only,
+            key,
+            cookie_path,
+            self.source.clock,
         )
 
     def reconfigure(self) -> None:
@@ -222,14 +230,14 @@ class Dashboard:
         nxt = str(form.get("next", ""))
         if not nxt.startswith(self.base + "/") or "//" in nxt or "\\" in nxt:
             nxt = self.base + "/"
-        response = web.HTTPSeeOther(nxt)
+        response = see_other(nxt)  # a response, not an HTTPException returned (deprecated)
         self.gate.set_cookie(request, response, viewer)
         self.audit(viewer, "login", None)
         return response
 
     async def logout(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
         assert self.gate is not None
-        response = web.HTTPSeeOther(self.base + "/login")
+        response = see_other(self.base + "/login")
         self.gate.clear_cookie(response)
         return response
 

@@ -5,7 +5,9 @@
 - With accounts, a login form takes an API token, which the REST API's :class:`Accounts`
   checks against ``token_sha256``; the session is a cookie signed with a key kept in the
   database (the same on every node): ``HttpOnly``, ``SameSite=Strict``, path of the UI's
-  parent (``/__ocd/``), ``Secure`` when the request came over TLS.
+  parent (``/__ocd/``), ``Secure`` when the request came over TLS. A session lasts
+  ``SESSION_S`` on the daemon's clock (``ocd.clock.SteadyClock``), so a step of the wall
+  clock neither logs anyone out nor lengthens a session by the size of the step.
 - A read-only session (``role = "read"``, or ``[ui] read_only``) gets 403 on every
   mutating route, whatever the page showed.
 - CSRF: any request that is not GET/HEAD must carry ``Sec-Fetch-Site: same-origin`` or,
@@ -18,12 +20,12 @@ import base64
 import hashlib
 import hmac
 import json
-import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from aiohttp import web
 
+from ocd.clock import Clock
 from ocd.config import AccountConfig
 
 COOKIE = "ocd_ui_session"
@@ -37,15 +39,17 @@ class Viewer(NamedTuple):
     read_only: bool
 
 
-def sign(key: bytes, viewer: Viewer, now_s: float | None = None) -> str:
-    expires = int((time.time() if now_s is None else now_s) + SESSION_S)
+def sign(key: bytes, viewer: Viewer, now_s: float) -> str:
+    """The cookie's value: ``viewer``, valid until ``now_s + SESSION_S`` (epoch seconds of
+    the daemon's clock), signed with ``key``."""
+    expires = int(now_s + SESSION_S)
     payload = json.dumps([viewer.account, viewer.token_id, viewer.read_only, expires])
     raw = base64.urlsafe_b64encode(payload.encode()).decode().rstrip("=")
     mac = hmac.new(key, raw.encode(), hashlib.sha256).hexdigest()
     return f"{raw}.{mac}"
 
 
-def verify(key: bytes, value: str, now_s: float | None = None) -> Viewer | None:
+def verify(key: bytes, value: str, now_s: float) -> Viewer | None:
     raw, _, mac = value.partition(".")
     good = hmac.new(key, raw.encode(), hashlib.sha256).hexdigest()
     if not mac or not hmac.compare_digest(mac, good):
@@ -56,7 +60,7 @@ def verify(key: bytes, value: str, now_s: float | None = None) -> Viewer | None:
         )
     except (ValueError, TypeError):
         return None
-    if (time.time() if now_s is None else now_s) > expires:
+    if now_s > expires:
         return None
     return Viewer(str(account), str(token_id), bool(read_only))
 
@@ -86,15 +90,25 @@ def identify(accounts: Sequence[AccountConfig], token: str) -> Viewer | None:
 
 
 class Gate:
-    """Decides each request's viewer; the session key is read once from the store."""
+    """Decides each request's viewer; the session key is read once from the store, and
+    sessions are timed by ``clock`` (the daemon's)."""
 
     def __init__(
-        self, accounts: Sequence[AccountConfig], read_only: bool, key: bytes, cookie_path: str
+        self,
+        accounts: Sequence[AccountConfig],
+        read_only: bool,
+        key: bytes,
+        cookie_path: str,
+        clock: Clock,
     ) -> None:
         self.accounts = tuple(accounts)
         self.read_only = read_only
         self.key = key
         self.cookie_path = cookie_path
+        self.clock = clock
+
+    def _now_s(self) -> float:
+        return self.clock() / 1000
 
     @property
     def login_required(self) -> bool:
@@ -104,7 +118,7 @@ class Gate:
         if not self.accounts:
             return Viewer("local", "", self.read_only)
         value = request.cookies.get(COOKIE)
-        found = verify(self.key, value) if value else None
+        found = verify(self.key, value, self._now_s()) if value else None
         if found is None:
             return None
         return found._replace(read_only=found.read_only or self.read_only)
@@ -116,7 +130,7 @@ class Gate:
     def set_cookie(self, request: web.Request, response: web.StreamResponse, v: Viewer) -> None:
         response.set_cookie(
             COOKIE,
-            sign(self.key, v),
+            sign(self.key, v, self._now_s()),
             path=self.cookie_path,
             httponly=True,
             samesite="Strict",

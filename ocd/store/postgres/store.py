@@ -27,6 +27,7 @@ import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -69,7 +70,7 @@ from ocd.store.base import (
     Searched,
     Settled,
 )
-from ocd.store.postgres import fifo, sql
+from ocd.store.postgres import fifo, mark, sql
 from ocd.store.postgres.errors import is_driver_error, translate, translating
 from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
@@ -102,8 +103,15 @@ class PostgresStore:
         pool_size: int = 10,
         node_heartbeat_s: float = 15.0,
         clock: Clock = wall_ms,
+        data_dir: Path | None = None,
+        accept_data_loss: bool = False,
     ) -> None:
         self.dsn = dsn
+        # The node's own directory, where it records which database it ran on and how far
+        # that got (``mark.py``); None (tools, tests of the store alone): no record kept.
+        self.data_dir = data_dir
+        self.accept_data_loss = accept_data_loss
+        self._recorder: mark.Recorder | None = None
         # The time of what the store does by itself (leases it hands back make messages
         # ready "now"): the daemon's clock, so that a step of the wall clock delays nothing.
         self.clock = clock
@@ -227,10 +235,27 @@ class PostgresStore:
         with translating(self.where, "connect"):
             conn = await self._connect()
         try:
+            with translating(self.where, "look"):
+                found_id, (seq, insert_lsn, flush_lsn) = await mark.look(conn)
+            record = None
+            if self.data_dir is not None:  # refused before anything in the database changes
+                path = mark.record_path(self.data_dir)
+                record = mark.judge(path, found_id, seq, self.where, self.accept_data_loss)
             with translating(self.where, "migrate"):
                 await self._migrate(conn)
+                database_id = await mark.identity(conn, secrets.token_bytes(16))
         finally:
             await conn.close()
+        if self.data_dir is not None:
+            durable = seq if flush_lsn >= insert_lsn else 0
+            start = max(durable, record.seq if record is not None else 0)
+            recorder = mark.Recorder(path, database_id, start, self.where)
+            try:
+                self.data_dir.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                pass  # the recorder says so
+            recorder.start()
+            self._recorder = recorder
         with translating(self.where, "connect"):
             self._pool = await asyncpg.create_pool(
                 self.dsn,
@@ -266,6 +291,10 @@ class PostgresStore:
             asyncio.create_task(self._feed_loop(), name="ocd-store-pg-feed"),
             asyncio.create_task(self._heartbeat_loop(), name="ocd-store-pg-heartbeat"),
         ]
+        if self._recorder is not None:
+            self._tasks.append(
+                asyncio.create_task(self._record_loop(self._recorder), name="ocd-store-pg-mark")
+            )
 
     def _on_commit(self, ops: int, on_loop: bool) -> None:
         if self.on_commit is not None:
@@ -315,6 +344,9 @@ class PostgresStore:
                 with contextlib.suppress(BaseException):
                     await t
         self._tasks = []
+        if self._pool is not None and self._recorder is not None:
+            with contextlib.suppress(StoreError):
+                await self._record_last(self._recorder)
         if self._pool is not None:
             with contextlib.suppress(StoreError):
                 async with self._db("return leases") as c:
@@ -369,6 +401,29 @@ class PostgresStore:
             except StoreError:
                 reap_after = time.monotonic() + self.node_heartbeat_s
                 continue
+
+    async def _record_loop(self, recorder: mark.Recorder) -> None:
+        """Keep this node's record of the database's position (``mark.py``) a second or so
+        behind the database."""
+        while not self._stopping.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), mark.RECORD_EVERY_S)
+            if self._stopping.is_set():
+                return
+            with contextlib.suppress(StoreError):
+                async with self._db("record the database's position") as c:
+                    recorder.observe(*await mark.position(c))
+
+    async def _record_last(self, recorder: mark.Recorder) -> None:
+        """At a clean shutdown: the position the database ends at, once the WAL is flushed
+        past it (the WAL writer does so within a fraction of a second)."""
+        async with self._db("record the database's position") as c:
+            for _ in range(20):
+                seq, insert_lsn, flush_lsn = await mark.position(c)
+                recorder.observe(seq, insert_lsn, flush_lsn)
+                if flush_lsn >= insert_lsn and recorder.settled:
+                    return
+                await asyncio.sleep(0.05)
 
     async def _return_doubtful(self, now_ms: int) -> None:
         """Hand back what claims that failed with the connection may have leased: a claim

@@ -155,10 +155,13 @@ class Producer:
         items: Sequence[tuple[Any, Any, Any, Any, Any]],
         batch_delay: Any = None,
         attrs: Sequence[bytes | None] | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
     ) -> tuple[Backlog, list[str], list[FifoSent] | None]:
         """``send_detailed``, also answering the id given to each message (for a FIFO
         duplicate, the id it was sent with; ``FifoSent`` has the stored one). ``attrs``, one
-        per item, are stored with the messages untouched (``NewMessage.attrs``)."""
+        per item, are stored with the messages untouched (``NewMessage.attrs``). The size
+        limits are Cloudflare's unless a surface has its own (SQS: up to 1 MiB)."""
         if len(items) > MAX_BATCH_MESSAGES:
             raise QueueSendError(
                 f"batch message count of {len(items)} exceeds limit of {MAX_BATCH_MESSAGES}",
@@ -173,9 +176,9 @@ class Producer:
         for i, (body, ctype, delay, group, dedup) in enumerate(items):
             ctype = codec.normalize_content_type(ctype)
             data = codec.encode(body, ctype)
-            if len(data) > MAX_MESSAGE_BYTES:
+            if len(data) > max_message_bytes:
                 raise QueueSendError(
-                    f"message length of {len(data)} bytes exceeds limit of {MAX_MESSAGE_BYTES}",
+                    f"message length of {len(data)} bytes exceeds limit of {max_message_bytes}",
                     MESSAGE_SIZE_OUT_OF_BOUNDS,
                 )
             total += len(data)
@@ -194,9 +197,9 @@ class Producer:
                 messages.append(
                     NewMessage(new_message_id(), ctype, data, now, visible, None, None, attrs[i])
                 )
-        if total > MAX_BATCH_BYTES:
+        if total > max_batch_bytes:
             raise QueueSendError(
-                f"batch size of {total} bytes exceeds limit of {MAX_BATCH_BYTES}",
+                f"batch size of {total} bytes exceeds limit of {max_batch_bytes}",
                 BATCH_SIZE_OUT_OF_BOUNDS,
             )
         started = time.perf_counter()

@@ -114,9 +114,9 @@ async def test_batch_entries_with_bad_attributes_fail_alone(sqs: SqsDaemon) -> N
         await sqs.call(c.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=too_many)
     assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
     # attributes count toward the message size
-    big = {"big": {"DataType": "String", "StringValue": "v" * 262_000}}
+    big = {"big": {"DataType": "String", "StringValue": "v" * 1_048_000}}
     with pytest.raises(botocore.exceptions.ClientError) as e:
-        await sqs.call(c.send_message, QueueUrl=url, MessageBody="x" * 200, MessageAttributes=big)
+        await sqs.call(c.send_message, QueueUrl=url, MessageBody="x" * 800, MessageAttributes=big)
     assert "shorter than" in e.value.response["Error"]["Message"]
 
 

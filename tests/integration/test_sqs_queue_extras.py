@@ -154,3 +154,17 @@ async def test_receive_message_wait_time_seconds_is_the_default_long_poll(
     # an explicit WaitTimeSeconds=0 still answers at once
     out = await sqs.call(c.receive_message, QueueUrl=url, WaitTimeSeconds=0)
     assert "Messages" not in out
+
+
+async def test_a_one_mebibyte_message_is_sent_and_received_whole(sqs: SqsDaemon) -> None:
+    """SQS's limit is 1 MiB, far above the Workers binding's 128,000 bytes: a message that
+    size goes through whole, a byte more is refused with SQS's own error."""
+    c = sqs.sqs
+    url = (await sqs.call(c.create_queue, QueueName="big"))["QueueUrl"]
+    body = "b" * 1_048_576
+    await sqs.call(c.send_message, QueueUrl=url, MessageBody=body)
+    got = await sqs.call(c.receive_message, QueueUrl=url, WaitTimeSeconds=5)
+    assert [m["Body"] for m in got["Messages"]] == [body]
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.send_message, QueueUrl=url, MessageBody=body + "b")
+    assert e.value.response["Error"]["Code"] == "InvalidParameterValue"

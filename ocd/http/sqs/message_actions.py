@@ -86,7 +86,13 @@ async def _send(sqs: SqsContext, queue: QueueRecord, out: list[Outgoing]) -> lis
     blobs = [o.attrs.blob for o in out]
     try:
         _, ids, sent = await sqs.producer.send_with_ids(
-            queue, items, attrs=blobs if any(blobs) else None
+            queue,
+            items,
+            attrs=blobs if any(blobs) else None,
+            # SQS's limits (checked above against the queue's MaximumMessageSize), not the
+            # Workers binding's 128 KB
+            max_message_bytes=q.MAX_MESSAGE_BYTES,
+            max_batch_bytes=MAX_BATCH_BYTES,
         )
     except QueueSendError as e:
         raise invalid(e.cause) from None

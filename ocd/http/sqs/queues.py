@@ -24,7 +24,7 @@ UNLIMITED_RECEIVES = 1_000_000_000
 DEFAULT_VISIBILITY_S = 30
 MAX_VISIBILITY_S = 43_200
 MAX_DELAY_S = 900
-MAX_MESSAGE_BYTES = 262_144
+MAX_MESSAGE_BYTES = 1_048_576  # SQS's limit (and default) since 2025: 1 MiB
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _FIFO_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")

@@ -168,3 +168,30 @@ async def test_a_one_mebibyte_message_is_sent_and_received_whole(sqs: SqsDaemon)
     with pytest.raises(botocore.exceptions.ClientError) as e:
         await sqs.call(c.send_message, QueueUrl=url, MessageBody=body + "b")
     assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+async def test_a_dead_letter_queues_redrive_allow_policy_decides_who_may_name_it(
+    sqs: SqsDaemon,
+) -> None:
+    c = sqs.sqs
+
+    async def queue(name: str, **attrs: str) -> str:
+        return str((await sqs.call(c.create_queue, QueueName=name, Attributes=attrs))["QueueUrl"])
+
+    def redrive(dlq: str) -> dict[str, str]:
+        arn = f"arn:aws:sqs:us-east-1:000000000000:{dlq}"
+        return {"RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 3})}
+
+    await queue("closed-dlq", RedriveAllowPolicy=json.dumps({"redrivePermission": "denyAll"}))
+    only = {"redrivePermission": "byQueue",
+            "sourceQueueArns": ["arn:aws:sqs:us-east-1:000000000000:chosen"]}  # fmt: skip
+    await queue("picky-dlq", RedriveAllowPolicy=json.dumps(only))
+    chosen, other = await queue("chosen"), await queue("other")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.set_queue_attributes, QueueUrl=chosen, Attributes=redrive("closed-dlq"))
+    assert "RedriveAllowPolicy" in e.value.response["Error"]["Message"]
+    with pytest.raises(botocore.exceptions.ClientError):
+        await sqs.call(c.set_queue_attributes, QueueUrl=other, Attributes=redrive("picky-dlq"))
+    await sqs.call(c.set_queue_attributes, QueueUrl=chosen, Attributes=redrive("picky-dlq"))
+    got = await sqs.call(c.get_queue_attributes, QueueUrl=chosen, AttributeNames=["All"])
+    assert "picky-dlq" in got["Attributes"]["RedrivePolicy"]

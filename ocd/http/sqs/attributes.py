@@ -16,6 +16,26 @@ from ocd.http.sqs.errors import SqsError
 from ocd.store import PullConsumer, QueueRecord
 
 
+async def _check_redrive_allowed(sqs: SqsContext, source: QueueRecord, dlq: QueueRecord) -> None:
+    """The dead-letter queue's RedriveAllowPolicy: ``denyAll`` lets no queue name it,
+    ``byQueue`` only the queues its ``sourceQueueArns`` name (of this account and region,
+    where every queue a caller can name lives)."""
+    policy = (await sqs.extras(dlq)).sqs_attrs.get("RedriveAllowPolicy")
+    if not policy:
+        return
+    doc = json.loads(policy)  # checked when it was set
+    allowed = doc.get("redrivePermission") == "allowAll" or (
+        doc.get("redrivePermission") == "byQueue"
+        and source.name in {str(a).rsplit(":", 1)[-1] for a in doc.get("sourceQueueArns", [])}
+    )
+    if not allowed:
+        raise SqsError(
+            "InvalidParameterValueException",
+            f"Value for parameter RedrivePolicy is invalid. Reason: the RedriveAllowPolicy of "
+            f"{dlq.name} does not allow {source.name} to use it as a dead-letter queue.",
+        )
+
+
 async def apply_consumer(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) -> None:
     """VisibilityTimeout and RedrivePolicy live in the queue's pull consumer."""
     if wanted.visibility_s is None and wanted.redrive is None and not wanted.redrive_cleared:
@@ -35,8 +55,10 @@ async def apply_consumer(sqs: SqsContext, queue: QueueRecord, wanted: q.Wanted) 
         consumer = replace(consumer, visibility_timeout_ms=max(wanted.visibility_s * 1000, 1))
     if wanted.redrive is not None:
         dlq, count = wanted.redrive
-        if await sqs.store.lookup(dlq, queue.account) is None:
+        target = await sqs.store.lookup(dlq, queue.account)
+        if target is None:
             raise q.no_dead_letter_target()
+        await _check_redrive_allowed(sqs, queue, target)
         try:
             check_dead_letter(queue.name, dlq)
         except DeadLetterTypeMismatch:

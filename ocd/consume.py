@@ -41,10 +41,12 @@ import aiohttp
 import runtime
 from ocd import codec
 from ocd.config import WorkerConfig
-from ocd.decide import decide, hold_back
 from ocd.errors import WorkerLoadError
 from ocd.loader import Handler, load_worker
-from runtime import BatchMarks, ExecutionContext, Message, MessageBatch
+from ocd.pipeline import Faults, Route, Settlement, deliver
+from ocd.python_handler import PythonInvoke
+from ocd.store import Delivery, Settled
+from runtime import ExecutionContext, MessageBatch
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ DEFAULT_MAX_CONCURRENCY = 8
 PULL_WAIT_MS = 20_000  # the longest long poll the pull API holds
 BACKOFF_S = (0.5, 1, 2, 5)  # between failed calls to an unreachable or failing daemon
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+HANDLER_TIMEOUT_S = 900.0  # a batch's wall-clock limit, Cloudflare's
 
 
 class ConsumeError(Exception):
@@ -181,6 +184,7 @@ class Consumer:
         account: str,
         token: str | None,
         queue: str,
+        worker: str,
         handler: Handler,
         env_values: dict[str, Any],
         producers: dict[str, str],
@@ -202,6 +206,11 @@ class Consumer:
             values[binding] = runtime.Queue(q, RestQueue(self, q))
         self.env = runtime.Env(values)
         self.retry_delay_s = 0
+        self.dead_letter_queue: str | None = None
+        self.worker = worker
+        self.timeout_s = HANDLER_TIMEOUT_S
+        self.aborting = asyncio.Event()  # never set: a drain lets batches finish
+        self.faults = Faults()
         self.fifo = queue.endswith(".fifo")
         self.stopping = asyncio.Event()
         self.session: aiohttp.ClientSession | None = None
@@ -250,6 +259,7 @@ class Consumer:
             args.account,
             token,
             args.queue,
+            wc.name,
             loaded.queue,
             dict(wc.vars),
             _pairs(args.producer, "--producer"),
@@ -298,6 +308,7 @@ class Consumer:
                 )
             settings = pull.get("settings") or {}
             self.retry_delay_s = int(settings.get("retry_delay") or 0)
+            self.dead_letter_queue = pull.get("dead_letter_queue") or None
             if self.batch_size is None:
                 self.batch_size = int(settings.get("batch_size") or 10)
             self.target = self.concurrency or 1
@@ -362,6 +373,11 @@ class Consumer:
     async def _loop(self, index: int) -> None:
         failures = 0
         while not self.stopping.is_set() and index < self.target:
+            hold_s = self.faults.hold_until - time.monotonic()
+            if hold_s > 0:  # backing off after a failure of ocd's own
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), hold_s)
+                continue
             req: dict[str, Any] = {"batch_size": self.batch_size, "wait_ms": PULL_WAIT_MS}
             if self.visibility_s is not None:
                 req["visibility_timeout_ms"] = self.visibility_s * 1000
@@ -397,44 +413,60 @@ class Consumer:
                 await self._batch(result["messages"], backlog)
 
     async def _batch(self, raw: list[dict[str, Any]], backlog: int) -> None:
-        started = time.monotonic()
-        marks = BatchMarks()
-        messages = [_message(m, marks) for m in raw]
+        """One pulled batch through the delivery pipeline that push consumers use: decoded
+        per message (an undecodable body is dead-lettered at once), the handler run, the
+        outcome decided by the same rules and sent back in one ack call."""
+        deliveries = [_delivery(i, m) for i, m in enumerate(raw)]
+        leases = _RestLeases(self, {i: m["lease_id"] for i, m in enumerate(raw)})
         # the pull reply's backlog; its bytes and oldest message are not in it
         metrics = {"backlogCount": backlog, "backlogBytes": 0, "oldestMessageTimestamp": None}
-        batch = MessageBatch(self.queue, messages, metrics, marks)
-        ctx = ExecutionContext()
-        ok = True
-        error = None
+
+        async def batch_metrics() -> dict[str, Any]:
+            return metrics
+
+        invoke = PythonInvoke(
+            self.run_handler, self.timeout_s, self.aborting, self.worker, self.queue
+        )
+        route = Route(
+            self.queue, self.worker, self.fifo, self.retry_delay_s, self.dead_letter_queue
+        )
         try:
-            await self.handler(batch, self.env, ctx)
-            for task in list(ctx.tasks):
-                await task
-        except Exception as e:  # the handler's failure: its messages are retried
-            ok = False
-            error = e
-            log.error(
-                "handler failed: %s: %s",
-                type(e).__name__,
-                e,
-                exc_info=e,
-                extra={"event": "consume_handler_failed"},
-            )
-        verdict = decide((m["id"] for m in raw), marks, ok, self.retry_delay_s)
-        if self.fifo:
-            verdict, _ = hold_back(
-                [(m["id"], m.get("message_group_id")) for m in raw], verdict, marks
-            )
-        lease = {m["id"]: m["lease_id"] for m in raw}
-        body = {
-            "acks": [{"lease_id": lease[i]} for i in verdict.acks],
-            "retries": [
-                {"lease_id": lease[i], "delay_seconds": d} for i, d in verdict.retries.items()
-            ],
+            result = await deliver(route, deliveries, invoke, leases, batch_metrics)
+        except Exception as e:  # the ack did not reach the daemon: the leases lapse
+            self.faults.failed(self.queue, e, recorded=False)
+            return
+        if result.fault is not None:
+            self.faults.failed(self.queue, result.fault, recorded=True)
+        else:
+            self.faults.ok(self.queue)
+        self.batches += 1
+
+    async def run_handler(self, batch: MessageBatch, ctx: ExecutionContext) -> Any:
+        return await self.handler(batch, self.env, ctx)
+
+
+class _RestLeases:
+    """Leases held through the REST pull API: settled by one ``.../messages/ack`` call,
+    where the daemon applies ``max_retries`` and the dead-letter queue."""
+
+    def __init__(self, consumer: Consumer, leases: dict[int, str]) -> None:
+        self.consumer = consumer
+        self.leases = leases
+
+    async def settle(self, s: Settlement) -> Settled:
+        lease = self.leases
+        body: dict[str, Any] = {
+            "acks": [{"lease_id": lease[d.seq]} for d in s.acks],
+            "retries": [{"lease_id": lease[d.seq], "delay_seconds": t} for d, t in s.retries],
         }
+        if s.undecodable:
+            body["undecodable"] = [
+                {"lease_id": lease[u.delivery.seq], "reason": u.reason} for u in s.undecodable
+            ]
+        path = f"/queues/{_q(self.consumer.queue)}/messages/ack"
         for attempt in range(len(BACKOFF_S) + 1):
             try:
-                await self.call("POST", f"/queues/{_q(self.queue)}/messages/ack", body)
+                out = await self.consumer.call("POST", path, body)
                 break
             except (TimeoutError, ApiRefused, aiohttp.ClientError) as e:
                 if attempt == len(BACKOFF_S):  # the leases lapse; the messages come back
@@ -443,20 +475,15 @@ class Consumer:
                         e,
                         extra={"event": "consume_ack_failed"},
                     )
-                    return
+                    raise
                 await asyncio.sleep(BACKOFF_S[attempt])
-        self.batches += 1
-        log.info(
-            "queue %s: %d acked, %d retried of %d (%s, %.1f ms)",
-            self.queue,
-            len(verdict.acks),
-            len(verdict.retries),
-            len(raw),
-            "ok" if ok else type(error).__name__,
-            (time.monotonic() - started) * 1000,
-            extra={"event": "consume_batch", "acked": len(verdict.acks),
-                   "retried": len(verdict.retries), "batch_size": len(raw)},
-        )  # fmt: skip
+        acked = int(out.get("ackCount") or 0)
+        retried = int(out.get("retryCount") or 0)
+        return Settled(acked, retried, len(s.undecodable), 0)
+
+    async def give_back(self, deliveries: Sequence[Delivery]) -> int:
+        """Nothing to do: a consume process drains its batches; a lease it leaves lapses."""
+        return 0
 
 
 class ApiRefused(Exception):
@@ -465,17 +492,27 @@ class ApiRefused(Exception):
         self.status = status
 
 
-def _message(m: dict[str, Any], marks: BatchMarks) -> Message:
-    """A pulled message as the runtime's ``Message``, as an in-daemon consumer gets it."""
+def _delivery(index: int, m: dict[str, Any]) -> Delivery:
+    """A pulled message as the pipeline's ``Delivery`` (its raw body and content type; the
+    pull reply's index stands for its seq). A body that is not the base64 it should be
+    keeps the text it came as and an unknown content type, so decoding it fails."""
     ctype = (m.get("metadata") or {}).get("CF-Content-Type", "json")
     raw = m["body"]
-    data = raw.encode() if ctype == "text" else base64.b64decode(raw)
-    return Message(
+    if ctype == "text":
+        data = raw.encode()
+    else:
+        try:
+            data = base64.b64decode(raw, validate=True)
+        except (ValueError, TypeError):
+            data, ctype = str(raw).encode(), f"{ctype} (not base64)"
+    return Delivery(
+        index,
         m["id"],
-        dt.datetime.fromtimestamp(m["timestamp_ms"] / 1000, dt.UTC),
-        codec.decode(data, ctype),
+        ctype,
+        data,
+        m["timestamp_ms"],
         m["attempts"],
-        marks,
+        0,
         m.get("message_group_id"),
         m.get("sequence_number"),
         m.get("message_deduplication_id"),

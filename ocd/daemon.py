@@ -25,8 +25,8 @@ from ocd.api.context import ApiContext
 from ocd.api.envelope import error_response
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config, WorkerConfig, load_config
-from ocd.dispatch import ConsumerPolicy, Dispatcher, QueueCall
-from ocd.errors import ConfigError, OcdError, StoreError, WorkerLoadErrors
+from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
+from ocd.errors import ConfigError, OcdError, StoreError, StoreLoopDied, WorkerLoadErrors
 from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.guard import Gate, GuardedSite, Timeouts, gate_for
@@ -42,6 +42,7 @@ from ocd.notify import Notifier
 from ocd.posture import weakenings
 from ocd.producer import Producer
 from ocd.pull import PullService
+from ocd.python_handler import QueueCall
 from ocd.scheduler import Scheduler, schedules_of
 from ocd.store import Store, make_store
 from runtime.unsupported import Unsupported
@@ -132,14 +133,15 @@ class Daemon:
             await self._ensure_queues()
             await self.admin.resume_moves()
             envs = {w.config.name: self._env(w.config) for w in self.workers}
-            for key, (worker, policy, call) in self._consumer_plan(self.workers, envs).items():
-                self._start_dispatcher(key, worker, policy, call)
+            for key, (worker, policy, kind) in self._consumer_plan(self.workers, envs).items():
+                self._start_dispatcher(key, worker, policy, kind)
             self.scheduler.set_schedules(schedules_of(self.workers, envs))
             self._supervise("ocd-cron", self.scheduler.run())
             self._supervise("ocd-retention", self._retention_loop())
             if isinstance(self.clock, SteadyClock):
                 self._supervise("ocd-clock", keep_mark(self.clock, self.store.save_clock_mark))
             self._supervise("ocd-move-adopt", self.admin.adopt_loop())
+            self._supervise("ocd-store-loops", self._watch_store())
             await self._start_http(envs)
         except BaseException:
             await self._stop_background()
@@ -167,9 +169,9 @@ class Daemon:
 
     def _consumer_plan(
         self, workers: list[LoadedWorker], envs: dict[str, runtime.Env]
-    ) -> dict[tuple[str, str], tuple[str, ConsumerPolicy, QueueCall]]:
-        """(account, queue) -> the worker, settings and handler call that consume it."""
-        plan: dict[tuple[str, str], tuple[str, ConsumerPolicy, QueueCall]] = {}
+    ) -> dict[tuple[str, str], tuple[str, ConsumerPolicy, HandlerKind]]:
+        """(account, queue) -> the worker, settings and handler kind that consume it."""
+        plan: dict[tuple[str, str], tuple[str, ConsumerPolicy, HandlerKind]] = {}
         for w in workers:
             if w.queue is None:
                 continue
@@ -188,20 +190,20 @@ class Daemon:
                 plan[(w.config.account, c.queue)] = (
                     w.config.name,
                     policy,
-                    _bind_call(w.queue, envs[w.config.name]),
+                    PythonHandler(_bind_call(w.queue, envs[w.config.name])),
                 )
         return plan
 
     def _start_dispatcher(
-        self, key: tuple[str, str], worker: str, policy: ConsumerPolicy, call: QueueCall
+        self, key: tuple[str, str], worker: str, policy: ConsumerPolicy, kind: HandlerKind
     ) -> None:
-        d = Dispatcher(self.store, worker, policy, call, self.clock, self.metrics)
+        d = Dispatcher(self.store, worker, policy, kind, self.clock, self.metrics)
         self.dispatchers[key] = d
         self._supervise(_dispatch_task(key), d.run())
 
     async def _start_http(self, envs: dict[str, runtime.Env]) -> None:
         self.router = WorkerRouter(self._routes(envs))
-        pull = await PullService.open(self.store, self.admin, self.clock)
+        pull = await PullService.open(self.store, self.admin, self.clock, self.metrics)
         api = ApiContext.from_config(
             self.config, self.store, self.producer, pull, self.admin, self.clock
         )
@@ -352,6 +354,21 @@ class Daemon:
                 extra={"event": "task_died", "task": task.get_name()},
             )
             self._failed.set()
+
+    async def _watch_store(self) -> None:
+        """The store's own loops run until it closes (after this task is cancelled): one
+        that ends before is dead, and the daemon stops (exit 1; systemd restarts it) rather
+        than serve half-alive, every send failing."""
+        tasks = self.store.background()
+        if not tasks:
+            return
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        task = done.pop()
+        why = "was cancelled" if task.cancelled() else "stopped"
+        exc = None if task.cancelled() else task.exception()
+        raise StoreLoopDied(
+            f"the store's loop {task.get_name()} {why}" + (f": {exc!r}" if exc else "")
+        ) from exc
 
     async def _retention_loop(self) -> None:
         failing = False
@@ -537,15 +554,15 @@ class Daemon:
             self._retiring.add(task)
             task.add_done_callback(self._retiring.discard)
             changes.append(f"consumer of {key[1]} removed")
-        for key, (worker, policy, call) in plan.items():
+        for key, (worker, policy, kind) in plan.items():
             current = self.dispatchers.get(key)
             if current is None:
-                self._start_dispatcher(key, worker, policy, call)
+                self._start_dispatcher(key, worker, policy, kind)
                 changes.append(f"consumer of {key[1]} added ({worker})")
             else:
                 if current.policy != policy or current.worker != worker:
                     changes.append(f"consumer of {key[1]} updated")
-                current.reconfigure(worker, policy, call)
+                current.reconfigure(worker, policy, kind)
         before = {w.config.name for w in self.workers}
         after = {w.config.name for w in workers}
         changes += [f"worker {n} added" for n in sorted(after - before)]

@@ -4,30 +4,41 @@ A batch goes out when ``max_batch_size`` messages are ready, or when the longest
 ready message has waited ``max_batch_timeout``. The dispatcher sleeps on store commits and
 on the next time something becomes due, never on a per-message timer.
 
-One batch: claim (the attempt counts now) -> decode -> run the handler under its wall-clock
-limit -> decide (pure, ``ocd.decide``) -> settle (shielded from cancellation) -> log.
+One batch: claim (the attempt counts now), then ``ocd.pipeline``: decode per message ->
+invoke (the handler kind's) -> decide (pure, ``ocd.decide``) -> settle (shielded from
+cancellation) -> log. The store holds the leases (``_StoreLeases``). Failures of ocd's own
+between claim and settle spend the attempt, and the dispatcher backs off before its next
+claim (``pipeline.Faults``), logging once per burst.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime as dt
 import logging
-import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from ocd import codec
 from ocd.clock import Clock, wall_ms
-from ocd.decide import decide, exhausted, hold_back
+from ocd.decide import exhausted
 from ocd.errors import StoreError, StoreFull, StoreUnavailable
 from ocd.metrics import Metrics
+from ocd.pipeline import (
+    ABORTED,
+    OK,
+    Backoff,
+    Delivered,
+    Faults,
+    Invoke,
+    Route,
+    Settlement,
+    deliver,
+    log_dead,
+)
 from ocd.producer import metrics_dict
-from ocd.store import Backlog, DeadLetter, Delivery, QueueRecord, Retry, Store
-from runtime import BatchMarks, ExecutionContext, Message, MessageBatch
+from ocd.python_handler import PythonInvoke, QueueCall
+from ocd.store import Backlog, DeadLetter, Delivery, QueueRecord, Retry, Settled, Store
 
 log = logging.getLogger(__name__)
 
@@ -38,23 +49,23 @@ RACE_RECHECK_S = 0.05  # re-check after another node claimed what we saw ready
 CAPPED_RECHECK_S = 1.0  # re-check of a consumer whose max_concurrency other nodes fill
 PERSIST_FOR_S = 300.0  # how long a batch's outcome is retried while the database is away
 
-QueueCall = Callable[[MessageBatch, ExecutionContext], Awaitable[Any]]
 T = TypeVar("T")
 
 
-class _Backoff:
-    """0.1 s, doubling to 5 s, with jitter so that nodes do not retry in step."""
+class HandlerKind(Protocol):
+    """A kind of consumer (in-process Python, workerd, ...): how a batch's handler runs."""
 
-    def __init__(self) -> None:
-        self._delay = 0.1
+    def invoke(self, route: Route, timeout_s: float, abort: asyncio.Event) -> Invoke: ...
 
-    def next(self) -> float:
-        delay = self._delay * random.uniform(0.5, 1.0)
-        self._delay = min(self._delay * 2, 5.0)
-        return delay
 
-    def reset(self) -> None:
-        self._delay = 0.1
+class PythonHandler:
+    """The in-process kind: a bound ``queue(batch, env, ctx)``."""
+
+    def __init__(self, call: QueueCall) -> None:
+        self.call = call
+
+    def invoke(self, route: Route, timeout_s: float, abort: asyncio.Event) -> Invoke:
+        return PythonInvoke(self.call, timeout_s, abort, route.worker, route.queue)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +87,7 @@ class Dispatcher:
         store: Store,
         worker: str,
         policy: ConsumerPolicy,
-        call: QueueCall,
+        kind: HandlerKind,
         clock: Clock = wall_ms,
         metrics: Metrics | None = None,
     ) -> None:
@@ -84,7 +95,7 @@ class Dispatcher:
         self.store = store
         self.worker = worker
         self.policy = policy
-        self.call = call
+        self.kind = kind
         self.clock = clock
         self._inflight: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()  # a batch finished, or we are stopping
@@ -92,14 +103,14 @@ class Dispatcher:
         self._abort = asyncio.Event()
         self._last_failed = False
         self.last_outcome: dict[str, Any] | None = None
-        self._last_error: str | None = None  # the last failed batch's error class and message
+        self._faults = Faults()
 
     # ---------------------------------------------------------------- the loop
 
     async def run(self) -> None:
         """Dispatch until stopped. While the database is unavailable, dispatch pauses and
         tries again with backoff instead of ending (the daemon keeps serving)."""
-        backoff = _Backoff()
+        backoff = Backoff()
         paused_since: float | None = None
         while not self._stopping:
             try:
@@ -132,6 +143,10 @@ class Dispatcher:
         if self._stopping:
             return
         self._changed.clear()
+        hold_s = self._faults.hold_until - time.monotonic()
+        if hold_s > 0:  # backing off after a failure of ocd's own
+            await self._sleep(None, hold_s)
+            return
         # the catalogue, or the database for a queue another node made a moment ago
         q = self.store.queue(p.queue, p.account) or await self.store.lookup(p.queue, p.account)
         if q is None:
@@ -195,7 +210,7 @@ class Dispatcher:
             max_batches=p.max_concurrency,  # a limit for the whole deployment
         )
         for mid in claimed.exhausted:
-            self._log_dead(q, mid, p.max_retries + 1)
+            log_dead(q.name, p.dead_letter_queue, mid, p.max_retries + 1)
         if claimed.exhausted and self.metrics is not None:
             self.metrics.dead_lettered.labels(q.account, q.name).inc(len(claimed.exhausted))
         if not claimed.deliveries:
@@ -211,7 +226,7 @@ class Dispatcher:
         """Run a settle or release, trying again while the database is unavailable: the
         handler's verdict is kept rather than left for the lease to lapse (which would
         deliver acked messages again)."""
-        backoff = _Backoff()
+        backoff = Backoff()
         deadline = time.monotonic() + PERSIST_FOR_S
         logged = False
         while True:
@@ -246,237 +261,63 @@ class Dispatcher:
     # ---------------------------------------------------------------- one batch
 
     async def _guarded(self, q: QueueRecord, deliveries: list[Delivery]) -> None:
-        """One batch; if it fails on the way (a bug, the database gone for longer than a
-        settle is retried), its messages are handed back rather than left leased until the
-        lease lapses. Only still-leased messages are touched, so this is safe whenever the
-        failure came."""
-        try:
-            await self._batch(q, deliveries)
-        except Exception:
-            seqs = [d.seq for d in deliveries]
-            with contextlib.suppress(StoreError):
-                await asyncio.shield(
-                    self._persist(lambda: self.store.release(q, seqs, self.clock()))
-                )
-            raise
-
-    async def _batch(self, q: QueueRecord, deliveries: list[Delivery]) -> None:
+        """One batch through the pipeline. A failure of ocd's own has already been settled
+        as a failed delivery there (attempts spent); what reaches here is an outcome that
+        could not be recorded: its messages come back when their leases lapse. Either way
+        the dispatcher backs off before its next claim."""
         p = self.policy
-        started = time.monotonic()
-        marks = BatchMarks()
-        if q.fifo:
-            messages = [
-                Message(
-                    d.id,
-                    dt.datetime.fromtimestamp(d.sent_ms / 1000, dt.UTC),
-                    codec.decode(d.body, d.content_type),
-                    d.attempts,
-                    marks,
-                    d.group,
-                    d.sequence,
-                    d.dedup,
-                )
-                for d in deliveries
-            ]
-        else:
-            messages = [
-                Message(
-                    d.id,
-                    dt.datetime.fromtimestamp(d.sent_ms / 1000, dt.UTC),
-                    codec.decode(d.body, d.content_type),
-                    d.attempts,
-                    marks,
-                )
-                for d in deliveries
-            ]
+        route = Route(q.name, self.worker, q.fifo, p.retry_delay_s, p.dead_letter_queue, q.account)
+        invoke = self.kind.invoke(route, p.handler_timeout_s, self._abort)
+        try:
+            result = await deliver(
+                route, deliveries, invoke, _StoreLeases(self, q, p), lambda: self._backlog(q)
+            )
+        except Exception as e:
+            self._faults.failed(q.name, e, recorded=False)
+            return
+        self._record(q, result)
+
+    async def _backlog(self, q: QueueRecord) -> dict[str, Any]:
         try:
             backlog = await self.store.backlog(q)
         except StoreError:  # the batch's metadata is not worth holding its messages
             backlog = Backlog(self.store.backlog_count(q), 0, 0)
-        metrics = metrics_dict(backlog)
-        batch = MessageBatch(q.name, messages, metrics, marks)
-        outcome = await self._invoke(batch, started)
-        if outcome == "aborted":
-            released = await asyncio.shield(
-                self._persist(
-                    lambda: self.store.release(q, [d.seq for d in deliveries], self.clock())
-                )
-            )
-            log.info(
-                "queue %s: returned %d unfinished message(s) at shutdown",
-                q.name,
-                released,
-                extra={"event": "batch_released", "queue": q.name, "batch_size": released},
-            )
-            return
-        ok = outcome == "ok"
-        self._last_failed = not ok
-        verdict = decide((d.id for d in deliveries), marks, ok, p.retry_delay_s)
-        if q.fifo:
-            verdict, out_of_order = hold_back([(d.id, d.group) for d in deliveries], verdict, marks)
-            if out_of_order:
-                log.warning(
-                    "queue %s: %d message(s) acked out of order behind a retried message of "
-                    "their group; they stay acked",
-                    q.name,
-                    len(out_of_order),
-                    extra={"event": "fifo_acked_out_of_order", "queue": q.name},
-                )
-        by_id = {d.id: d for d in deliveries}
-        now = self.clock()
-        acks = [by_id[i].seq for i in verdict.acks]
-        retries: list[Retry] = []
-        dead: list[Delivery] = []
-        for mid, delay_s in verdict.retries.items():
-            d = by_id[mid]
-            if exhausted(d.attempts, p.max_retries):
-                dead.append(d)
-            else:
-                retries.append(Retry(d.seq, now + delay_s * 1000))
-        seqs = [d.seq for d in dead]
-        settled = await asyncio.shield(
-            self._persist(
-                lambda: self.store.settle(q, acks, retries, seqs, self._dead_letter(), now)
-            )
-        )
-        for d in dead:
-            self._log_dead(q, d.id, d.attempts, d.group)
-        duration_s = time.monotonic() - started
-        if self.metrics is not None:
-            self._count(q, outcome, settled.acked, settled.retried, len(dead), duration_s)
-        duration_ms = round(duration_s * 1000, 1)
-        self.last_outcome = {
-            "outcome": outcome,
-            "size": len(deliveries),
-            "duration_ms": duration_ms,
-            "error": self._last_error if outcome != "ok" else None,
-            "acked": settled.acked,
-            "retried": settled.retried,
-            "dead_lettered": len(dead),
-            "at_ms": now,
-        }
-        log.info(
-            "queue %s: %d acked, %d retried, %d dead-lettered of %d (%s, %.1f ms)",
-            q.name,
-            settled.acked,
-            settled.retried,
-            len(dead),
-            len(deliveries),
-            outcome,
-            duration_ms,
-            extra={
-                "event": "batch_acked" if not verdict.retries else "batch_retried",
-                "worker": self.worker,
-                "queue": q.name,
-                "batch_size": len(deliveries),
-                "acked": settled.acked,
-                "retried": settled.retried,
-                "dead_lettered": len(dead),
-                "outcome": outcome,
-                "duration_ms": duration_ms,
-            },
-        )
+        return metrics_dict(backlog)
 
-    def _count(
-        self, q: QueueRecord, outcome: str, acked: int, retried: int, dead: int, duration_s: float
-    ) -> None:
+    def _record(self, q: QueueRecord, r: Delivered) -> None:
+        if r.outcome == ABORTED:
+            return
+        if r.fault is not None:
+            self._faults.failed(q.name, r.fault, recorded=True)
+        else:
+            self._faults.ok(q.name)
+        self._last_failed = r.outcome != OK
+        if self.metrics is not None:
+            self._count(q, r)
+        self.last_outcome = {
+            "outcome": r.outcome,
+            "size": r.size,
+            "duration_ms": round(r.duration_s * 1000, 1),
+            "error": r.error,
+            "acked": r.acked,
+            "retried": r.retried,
+            "dead_lettered": r.dead_lettered,
+            "undecodable": r.undecodable,
+            "at_ms": self.clock(),
+        }
+
+    def _count(self, q: QueueRecord, r: Delivered) -> None:
         m = self.metrics
         assert m is not None
         labels = (q.account, q.name)
-        m.acked.labels(*labels).inc(acked)
-        m.retried.labels(*labels).inc(retried)
-        m.dead_lettered.labels(*labels).inc(dead)
-        m.batch_duration.labels(self.worker, q.name).observe(duration_s)
-        if outcome != "ok":
-            m.handler_failures.labels(self.worker, q.name, outcome).inc()
-
-    async def _invoke(self, batch: MessageBatch, started: float) -> str:
-        """Run the handler and its waitUntil tasks; the outcome name, workerd-style."""
-        ctx = ExecutionContext()
-        deadline = started + self.policy.handler_timeout_s
-        handler = asyncio.ensure_future(self.call(batch, ctx))
-        outcome = await self._await(handler, deadline)
-        if outcome != "ok":
-            self._cancel_all(ctx)
-            return outcome
-        seen = 0
-        while seen < len(ctx.tasks):  # waitUntil tasks may add more
-            task = ctx.tasks[seen]
-            seen += 1
-            outcome = await self._await(task, deadline)
-            if outcome != "ok":
-                self._cancel_all(ctx)
-                return outcome
-        return "ok"
-
-    async def _await(self, fut: asyncio.Future[Any], deadline: float) -> str:
-        abort = asyncio.ensure_future(self._abort.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {fut, abort},
-                timeout=max(0.0, deadline - time.monotonic()),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            abort.cancel()
-        if fut not in done:
-            fut.cancel()
-            with contextlib.suppress(BaseException):
-                await fut
-            if self._abort.is_set():
-                return "aborted"
-            log.error(
-                "queue %s: handler of worker %s exceeded its %.0f s wall-clock limit",
-                self.policy.queue,
-                self.worker,
-                self.policy.handler_timeout_s,
-                extra={"event": "handler_timeout", "worker": self.worker},
-            )
-            self._last_error = f"exceeded its {self.policy.handler_timeout_s:.0f} s limit"
-            return "exceededWallTime"
-        if fut.cancelled():
-            return "canceled"
-        exc = fut.exception()
-        if exc is not None:
-            self._last_error = f"{type(exc).__name__}: {exc}"[:300]
-            log.error(
-                "queue %s: handler of worker %s raised",
-                self.policy.queue,
-                self.worker,
-                exc_info=exc,
-                extra={"event": "handler_failed", "worker": self.worker},
-            )
-            return "exception"
-        return "ok"
-
-    @staticmethod
-    def _cancel_all(ctx: ExecutionContext) -> None:
-        for t in ctx.tasks:
-            t.cancel()
-
-    def _log_dead(self, q: QueueRecord, mid: str, attempts: int, group: str | None = None) -> None:
-        dlq = self.policy.dead_letter_queue
-        where = f"moved to dead-letter queue {dlq}" if dlq else "deleted (no dead-letter queue)"
-        moved_on = f"; its group {group} moves on to its next message" if group else ""
-        extra: dict[str, object] = {
-            "event": "message_dead_lettered" if dlq else "message_deleted",
-            "queue": q.name,
-            "id": mid,
-            "attempts": attempts,
-        }
-        if dlq:
-            extra["dead_letter_queue"] = dlq
-        if group is not None:
-            extra["group"] = group
-        log.warning(
-            "queue %s: message %s %s after %d attempts%s",
-            q.name,
-            mid,
-            where,
-            attempts,
-            moved_on,
-            extra=extra,
-        )
+        m.acked.labels(*labels).inc(r.acked)
+        m.retried.labels(*labels).inc(r.retried)
+        m.dead_lettered.labels(*labels).inc(r.dead_lettered - r.undecodable)
+        if r.undecodable:
+            m.undecodable.labels(*labels).inc(r.undecodable)
+        m.batch_duration.labels(self.worker, q.name).observe(r.duration_s)
+        if r.outcome != OK:
+            m.handler_failures.labels(self.worker, q.name, r.outcome).inc()
 
     # ---------------------------------------------------------------- shutdown
 
@@ -484,12 +325,12 @@ class Dispatcher:
         self._stopping = True
         self._changed.set()
 
-    def reconfigure(self, worker: str, policy: ConsumerPolicy, call: QueueCall) -> None:
+    def reconfigure(self, worker: str, policy: ConsumerPolicy, kind: HandlerKind) -> None:
         """New settings or handler code: in-flight batches finish as they began; the next
         batch uses these."""
         self.worker = worker
         self.policy = policy
-        self.call = call
+        self.kind = kind
         self._changed.set()
 
     def abort(self) -> None:
@@ -509,3 +350,37 @@ class Dispatcher:
         if self._inflight:
             self._abort.set()
             await asyncio.wait(set(self._inflight))
+
+
+class _StoreLeases:
+    """Push leases held in the store: a settle applies ``max_retries`` and the consumer's
+    dead-letter queue, and is retried while the database is away."""
+
+    def __init__(self, d: Dispatcher, q: QueueRecord, p: ConsumerPolicy) -> None:
+        self.d = d
+        self.q = q
+        self.p = p
+
+    async def settle(self, s: Settlement) -> Settled:
+        d, q, p = self.d, self.q, self.p
+        now = d.clock()
+        retries: list[Retry] = []
+        dead: list[Delivery] = []
+        for m, delay_s in s.retries:
+            if exhausted(m.attempts, p.max_retries):
+                dead.append(m)
+            else:
+                retries.append(Retry(m.seq, now + delay_s * 1000))
+        acks = [m.seq for m in s.acks]
+        gone = [m.seq for m in dead] + [u.delivery.seq for u in s.undecodable]
+        settled = await d._persist(
+            lambda: d.store.settle(q, acks, retries, gone, d._dead_letter(), now)
+        )
+        for m in dead:
+            log_dead(q.name, p.dead_letter_queue, m.id, m.attempts, m.group)
+        return settled
+
+    async def give_back(self, deliveries: Sequence[Delivery]) -> int:
+        d, q = self.d, self.q
+        seqs = [m.seq for m in deliveries]
+        return await d._persist(lambda: d.store.release(q, seqs, d.clock()))

@@ -12,6 +12,7 @@
     │   ├── StoreConflict      a uniqueness rule was broken (a queue name, a consumer); nothing
     │   │                      was written
     │   ├── StoreLockedError   another ocd owns the data directory
+    │   ├── StoreLoopDied      one of the store's own loops ended while ocd served
     │   └── StoreCorrupt       not an ocd database, a newer schema, or a damaged file
     │       ├── SchemaError    (the older name, kept for callers)
     │       └── StoreBehind    the database holds less than ocd committed to it (its
@@ -119,6 +120,11 @@ class StoreCorrupt(StoreError):
 
 
 SchemaError = StoreCorrupt
+
+
+class StoreLoopDied(StoreError):
+    """One of the store's own loops (writer, checkpoints, heartbeat, change feed) ended
+    while ocd was serving; the daemon stops (exit 1) rather than run without it."""
 
 
 class StoreBehind(StoreCorrupt):

@@ -39,6 +39,12 @@ class Metrics:
             QUEUE,
             registry=r,
         )
+        self.undecodable = Counter(
+            "ocd_messages_undecodable",
+            "Messages whose stored body could not be decoded (dead-lettered at once).",
+            QUEUE,
+            registry=r,
+        )
         self.expired = Counter(
             "ocd_messages_expired", "Messages deleted by retention.", QUEUE, registry=r
         )

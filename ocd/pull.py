@@ -20,6 +20,7 @@ from ocd.admin import Admin
 from ocd.clock import Clock, wall_ms
 from ocd.decide import exhausted
 from ocd.errors import StoreError
+from ocd.metrics import Metrics
 from ocd.store import (
     Backlog,
     DeadLetter,
@@ -106,11 +107,19 @@ class AckResult:
 
 
 class PullService:
-    def __init__(self, store: Store, signer: Signer, admin: Admin, clock: Clock = wall_ms) -> None:
+    def __init__(
+        self,
+        store: Store,
+        signer: Signer,
+        admin: Admin,
+        clock: Clock = wall_ms,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.store = store
         self.signer = signer
         self.admin = admin
         self.clock = clock
+        self.metrics = metrics
         self._closing = asyncio.Event()
 
     def close(self) -> None:
@@ -118,8 +127,10 @@ class PullService:
         self._closing.set()
 
     @classmethod
-    async def open(cls, store: Store, admin: Admin, clock: Clock = wall_ms) -> PullService:
-        return cls(store, Signer(await store.secret(LEASE_SECRET)), admin, clock)
+    async def open(
+        cls, store: Store, admin: Admin, clock: Clock = wall_ms, metrics: Metrics | None = None
+    ) -> PullService:
+        return cls(store, Signer(await store.secret(LEASE_SECRET)), admin, clock, metrics)
 
     async def _dead_letter(self, queue: QueueRecord, consumer: PullConsumer) -> DeadLetter:
         """The consumer's dead-letter queue; like Cloudflare, created if it is missing (it
@@ -200,7 +211,12 @@ class PullService:
         consumer: PullConsumer,
         acks: Sequence[str],
         retries: Sequence[tuple[str, int | None]],
+        undecodable: Sequence[tuple[str, str]] = (),
     ) -> AckResult:
+        """Settle leased messages: ``acks`` deleted, ``retries`` (lease id, delay or the
+        consumer's) made ready again or, on their last attempt, dead-lettered, and
+        ``undecodable`` (lease id, reason: bodies the consumer could not decode)
+        dead-lettered at once. Lease ids not issued for this queue get a warning."""
         warnings: dict[str, str] = {}
         ack_seqs = self._seqs("lease", queue, acks, warnings)
         now = self.clock()
@@ -215,12 +231,42 @@ class PullService:
             else:
                 delay = consumer.retry_delay_s if delay_s is None else delay_s
                 retry_rows.append(Retry(token.seq, now + delay * 1000))
+        for lease, reason in undecodable:
+            token = self.signer.check("lease", queue, lease)
+            if token is None:
+                warnings[str(lease)] = _NOT_ISSUED["lease"]
+                continue
+            dead.append(token.seq)
+            self._undecodable(queue, consumer, token, reason)
         settled = await self.store.settle(
             queue, ack_seqs, retry_rows, dead, await self._dead_letter(queue, consumer), now
         )
         return AckResult(
             settled.acked, settled.retried + settled.dead_lettered + settled.deleted, warnings
         )
+
+    def _undecodable(
+        self, queue: QueueRecord, consumer: PullConsumer, token: Token, reason: str
+    ) -> None:
+        dlq = consumer.dead_letter_queue
+        where = f"moved to dead-letter queue {dlq}" if dlq else "deleted (no dead-letter queue)"
+        log.warning(
+            "queue %s: message %s cannot be decoded by its pull consumer (%s); %s",
+            queue.name,
+            token.id,
+            reason,
+            where,
+            extra={
+                "event": "message_undecodable",
+                "queue": queue.name,
+                "id": token.id,
+                "attempts": token.attempts,
+                "reason": reason,
+                **({"dead_letter_queue": dlq} if dlq else {}),
+            },
+        )
+        if self.metrics is not None:
+            self.metrics.undecodable.labels(queue.account, queue.name).inc()
 
     async def change_visibility(
         self, queue: QueueRecord, changes: Sequence[tuple[str, int]]

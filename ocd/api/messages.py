@@ -57,11 +57,16 @@ def sent_reply(b: Backlog) -> web.Response:
     return web.Response(body=body.encode(), content_type="application/json", charset="utf-8")
 
 
-def body_json(d: Delivery) -> str:
-    """Pull/peek body encoding: text as a string; json and bytes as base64."""
+def body_json(d: Delivery) -> tuple[str, str]:
+    """Pull/peek body encoding and the content type it is given as: text as a string; json,
+    bytes and v8 as base64. A text body that is not UTF-8 (damage, another writer) goes out
+    as its raw bytes, base64, typed ``bytes``: never altered, never an error."""
     if d.content_type == "text":
-        return d.body.decode("utf-8", errors="replace")
-    return base64.b64encode(d.body).decode()
+        try:
+            return d.body.decode("utf-8"), "text"
+        except UnicodeDecodeError:
+            return base64.b64encode(d.body).decode(), "bytes"
+    return base64.b64encode(d.body).decode(), d.content_type
 
 
 def fifo_json(d: Delivery) -> dict[str, Any]:
@@ -78,12 +83,13 @@ def fifo_json(d: Delivery) -> dict[str, Any]:
 
 def message_json(d: Delivery, handle: str, value: str) -> dict[str, Any]:
     """A pulled or peeked message; ``handle`` names its ``value``: "lease_id" or "ref"."""
+    body, content_type = body_json(d)
     return {
         "id": d.id,
-        "body": body_json(d),
+        "body": body,
         "attempts": d.attempts,
         "timestamp_ms": d.sent_ms,
-        "metadata": {"CF-Content-Type": d.content_type},
+        "metadata": {"CF-Content-Type": content_type},
         handle: value,
         **fifo_json(d),
     }
@@ -224,7 +230,9 @@ class MessageRoutes:
 
     async def ack(self, request: web.Request) -> web.Response:
         q = await self.ctx.queue(request)
-        f = Fields(await json_object(request, optional=True), known=("acks", "retries"))
+        f = Fields(
+            await json_object(request, optional=True), known=("acks", "retries", "undecodable")
+        )
         consumer = self._pull_consumer(q)
         acks = [
             Fields(a, f"/acks/{i}", ("lease_id",)).string("lease_id")
@@ -234,7 +242,11 @@ class MessageRoutes:
         for i, r in enumerate(f.array("retries", [])):
             rf = Fields(r, f"/retries/{i}", ("lease_id", "delay_seconds"))
             retries.append((rf.string("lease_id"), _delay(rf)))
-        result = await self.ctx.pull.ack(q, consumer, acks, retries)
+        undecodable: list[tuple[str, str]] = []
+        for i, u in enumerate(f.array("undecodable", [])):
+            uf = Fields(u, f"/undecodable/{i}", ("lease_id", "reason"))
+            undecodable.append((uf.string("lease_id"), uf.string("reason", "not given")[:300]))
+        result = await self.ctx.pull.ack(q, consumer, acks, retries, undecodable)
         return ok(
             {"ackCount": result.acked, "retryCount": result.retried, "warnings": result.warnings}
         )

@@ -287,6 +287,22 @@ ACK_INPUT = obj(
             "type": ["array", "null"],
             "description": "delay_seconds defaults to the consumer's retry_delay.",
         },
+        "undecodable": {
+            **array(
+                obj(
+                    {
+                        "lease_id": string("From a pull."),
+                        "reason": string("Why the body could not be decoded (logged)."),
+                    },
+                    ("lease_id",),
+                    closed=True,
+                )
+            ),
+            "type": ["array", "null"],
+            "description": "ocd's own: messages whose body the consumer could not decode, "
+            "dead-lettered at once (moved to the consumer's dead-letter queue, or deleted "
+            "without one) whatever attempts they have left.",
+        },
     },
     closed=True,
 )

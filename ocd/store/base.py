@@ -73,7 +73,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 CATALOGUE_FRESH_S = 1.0  # another node's queue change is seen within this long
 FIFO_SUFFIX = ".fifo"
@@ -345,6 +345,11 @@ class Store(Protocol):
 
     def available(self) -> bool:
         """Whether the database answered lately; false while it cannot be reached."""
+
+    def background(self) -> list[asyncio.Task[Any]]:
+        """The store's own loops (its writer, and checkpoints, heartbeat or change feed),
+        started by ``open``: each runs until ``close``, so one that ends before is dead and
+        the daemon stops rather than serve without it."""
 
     def full(self) -> str | None:
         """While the disk (or the database's quota) is full: why, naming where, in a

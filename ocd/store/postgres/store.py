@@ -327,6 +327,10 @@ class PostgresStore:
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", sql.SCHEMA_LOCK)
 
+    def background(self) -> list[asyncio.Task[Any]]:
+        writer = self._writer.background() if self._writer is not None else []
+        return [*writer, *self._tasks]
+
     async def close(self) -> None:
         if self._closing:
             return

@@ -66,6 +66,9 @@ class GroupWriter:
             self._loop(), name="ocd-store-pg-writer"
         )
 
+    def background(self) -> list[asyncio.Task[None]]:
+        return [self._task] if self._task is not None else []
+
     def submit(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> asyncio.Future[Any]:
         if self._closing or self._task is None or self._task.done():
             raise StoreError("the store is closed", self._where, "send")

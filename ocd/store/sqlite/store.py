@@ -440,6 +440,12 @@ class SqliteStore:
     def available(self) -> bool:
         return self._writer is not None and not self._closing
 
+    def background(self) -> list[asyncio.Task[Any]]:
+        tasks = [self._checkpointer] if self._checkpointer is not None else []
+        if self._writer is not None:
+            tasks += self._writer.background()
+        return tasks
+
     async def close(self) -> None:
         self._closing = True
         await self._close_connections()

@@ -282,6 +282,9 @@ class Writer:
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._write_loop(), name="ocd-store-writer")
 
+    def background(self) -> list[asyncio.Task[None]]:
+        return [self._task] if self._task is not None else []
+
     def submit(self, op: Op) -> asyncio.Future[Any]:
         """Add ``op`` to the next group; its future has the result once that is committed.
 

@@ -430,14 +430,16 @@ class Consumer:
         route = Route(
             self.queue, self.worker, self.fifo, self.retry_delay_s, self.dead_letter_queue
         )
+
+        def fault(e: BaseException) -> None:
+            self.faults.failed(self.queue, e, recorded=True)
+
         try:
-            result = await deliver(route, deliveries, invoke, leases, batch_metrics)
+            result = await deliver(route, deliveries, invoke, leases, batch_metrics, fault)
         except Exception as e:  # the ack did not reach the daemon: the leases lapse
             self.faults.failed(self.queue, e, recorded=False)
             return
-        if result.fault is not None:
-            self.faults.failed(self.queue, result.fault, recorded=True)
-        else:
+        if result.fault is None:
             self.faults.ok(self.queue)
         self.batches += 1
 

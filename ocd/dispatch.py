@@ -180,6 +180,10 @@ class Dispatcher:
             wait_s = IDLE_RECHECK_S if due is None else max(0.0, (due - now) / 1000)
             await self._sleep(woken, min(wait_s, IDLE_RECHECK_S))
             return
+        hold_s = self._faults.hold_until - time.monotonic()
+        if hold_s > 0:  # a batch failed inside ocd while this turn looked
+            await self._sleep(None, hold_s)
+            return
         if not await self._claim_and_start(q, now):
             # Another node took the batch, or (capped) holds every slot: their settles
             # wake us, but a node that dies wakes no one, so also look again soon.
@@ -268,9 +272,14 @@ class Dispatcher:
         p = self.policy
         route = Route(q.name, self.worker, q.fifo, p.retry_delay_s, p.dead_letter_queue, q.account)
         invoke = self.kind.invoke(route, p.handler_timeout_s, self._abort)
+        leases = _StoreLeases(self, q, p)
+
+        def fault(e: BaseException) -> None:
+            self._faults.failed(q.name, e, recorded=True)
+
         try:
             result = await deliver(
-                route, deliveries, invoke, _StoreLeases(self, q, p), lambda: self._backlog(q)
+                route, deliveries, invoke, leases, lambda: self._backlog(q), fault
             )
         except Exception as e:
             self._faults.failed(q.name, e, recorded=False)
@@ -287,9 +296,7 @@ class Dispatcher:
     def _record(self, q: QueueRecord, r: Delivered) -> None:
         if r.outcome == ABORTED:
             return
-        if r.fault is not None:
-            self._faults.failed(q.name, r.fault, recorded=True)
-        else:
+        if r.fault is None:
             self._faults.ok(q.name)
         self._last_failed = r.outcome != OK
         if self.metrics is not None:

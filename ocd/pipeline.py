@@ -122,9 +122,12 @@ async def deliver(
     invoke: Invoke,
     leases: Leases,
     backlog: Backlog,
+    on_fault: Callable[[BaseException], None] | None = None,
 ) -> Delivered:
-    """Run one claimed batch through the pipeline. Raises only if its outcome could not be
-    recorded (the lease holder gone); its messages then come back when the leases lapse."""
+    """Run one claimed batch through the pipeline. ``on_fault`` hears of a failure of ocd's
+    own before the batch is settled (so that a backoff is in place before its messages can
+    be claimed again). Raises only if the outcome could not be recorded (the lease holder
+    gone); the messages then come back when their leases lapse."""
     started = time.monotonic()
     fault: BaseException | None = None
     bad: list[Undecodable] = []
@@ -149,6 +152,8 @@ async def deliver(
         settlement = Settlement(
             [], [(d, route.retry_delay_s) for d in deliveries if d.seq not in gone], bad
         )
+        if on_fault is not None:
+            on_fault(e)
     settled = await asyncio.shield(leases.settle(settlement))
     delivered = Delivered(
         outcome.name,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from ocd import v8
 from ocd.v8 import V8_MAX_DEPTH as V8_MAX_DEPTH  # re-exported for callers of codec
@@ -44,8 +44,17 @@ def normalize_content_type(value: object) -> str:
     raise TypeError(f"Unsupported queue message content type: {value}")
 
 
+class Encoded(NamedTuple):
+    """A body already encoded for its content type (a JS Worker's, as workerd sent it):
+    ``encode`` passes it through as is."""
+
+    data: bytes
+
+
 def encode(body: object, content_type: str) -> bytes:
     """Serialise ``body`` for a normalised ``content_type``; ``TypeError`` if it does not fit."""
+    if type(body) is Encoded:
+        return body.data
     try:
         encoder = _ENCODERS[content_type]
     except KeyError:

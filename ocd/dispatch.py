@@ -27,6 +27,7 @@ from ocd.metrics import Metrics
 from ocd.pipeline import (
     ABORTED,
     OK,
+    UNREACHED,
     Backoff,
     Delivered,
     Faults,
@@ -295,6 +296,9 @@ class Dispatcher:
 
     def _record(self, q: QueueRecord, r: Delivered) -> None:
         if r.outcome == ABORTED:
+            return
+        if r.outcome == UNREACHED:  # the handler's runtime is down: wait before the next try
+            self._faults.unreached(q.name, r.error or "")
             return
         if r.fault is None:
             self._faults.ok(q.name)

@@ -16,7 +16,8 @@ its bridge, ...) and its ``Leases`` (the store for push consumers; the REST pull
   batch is retried with the consumer's retry delay, its attempt stays spent, and after
   ``max_retries + 1`` it dead-letters like any other (``Delivered.fault`` lets the caller
   back off).
-- Only a shutdown (``aborted``) hands a batch back without spending an attempt.
+- Only a shutdown (``aborted``) or a handler runtime that was never reached
+  (``unreached``: workerd down) hands a batch back without spending an attempt.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 OK = "ok"
 ABORTED = "aborted"  # shutdown: handed back, attempts given back
+UNREACHED = "unreached"  # the handler's runtime (workerd) was not reached: handed back too
 INTERNAL = "internalError"  # ocd's own failure between claim and settle
 
 
@@ -55,9 +57,11 @@ OUTCOME_OK = Outcome(OK)
 
 
 class Invoke(Protocol):
-    """Runs the handler on a batch; the handler's marks are on ``batch``."""
+    """Runs the handler on a batch; the handler's marks are on ``batch``. ``deliveries``
+    are the batch's messages as stored, in order (a kind that hands bodies on as bytes
+    needs them; the messages' bodies were decoded from them)."""
 
-    async def __call__(self, batch: MessageBatch) -> Outcome: ...
+    async def __call__(self, batch: MessageBatch, deliveries: Sequence[Delivery]) -> Outcome: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,11 +143,17 @@ async def deliver(
         outcome = OUTCOME_OK
         if messages:
             batch = MessageBatch(route.queue, messages, await backlog(), marks)
-            outcome = await invoke(batch)
-        if outcome.name == ABORTED:
+            if bad:
+                gone = {u.delivery.seq for u in bad}
+                outcome = await invoke(batch, [d for d in deliveries if d.seq not in gone])
+            else:
+                outcome = await invoke(batch, deliveries)
+        if outcome.name in (ABORTED, UNREACHED):
             released = await asyncio.shield(leases.give_back(deliveries))
-            _log_released(route, released)
-            return Delivered(ABORTED, None, len(deliveries), 0, 0, 0, 0, _since(started))
+            _log_released(route, released, outcome)
+            return Delivered(
+                outcome.name, outcome.error, len(deliveries), 0, 0, 0, 0, _since(started)
+            )
         settlement = plan(route, deliveries, marks, outcome.name == OK, bad)
     except Exception as e:  # ocd's own: a failed delivery, the attempt stays spent
         fault = e
@@ -287,6 +297,18 @@ class Faults:
             self._reported_at = now
             self._unreported = 0
 
+    def unreached(self, queue: str, error: str) -> None:
+        """The handler's runtime was not reached: nothing was spent; wait before trying."""
+        self.hold_until = time.monotonic() + self._backoff.next()
+        if not self.count:
+            log.warning(
+                "queue %s: consumer not reached (%s); its batches wait, attempts unspent",
+                queue,
+                error,
+                extra={"event": "consumer_unreached", "queue": queue},
+            )
+        self.count += 1
+
     def ok(self, queue: str) -> None:
         if self.count:
             log.info(
@@ -359,12 +381,19 @@ def log_dead(
     )
 
 
-def _log_released(route: Route, released: int) -> None:
+def _log_released(route: Route, released: int, outcome: Outcome) -> None:
+    why = "at shutdown" if outcome.name == ABORTED else f"({outcome.error})"
     log.info(
-        "queue %s: returned %d unfinished message(s) at shutdown",
+        "queue %s: returned %d unfinished message(s) %s, their attempt not spent",
         route.queue,
         released,
-        extra={"event": "batch_released", "queue": route.queue, "batch_size": released},
+        why,
+        extra={
+            "event": "batch_released",
+            "queue": route.queue,
+            "batch_size": released,
+            "outcome": outcome.name,
+        },
     )
 
 

@@ -8,10 +8,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ocd.pipeline import ABORTED, OUTCOME_OK, Outcome
+from ocd.store import Delivery
 from runtime import ExecutionContext, MessageBatch
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class PythonInvoke:
         self.worker = worker
         self.queue = queue
 
-    async def __call__(self, batch: MessageBatch) -> Outcome:
+    async def __call__(self, batch: MessageBatch, deliveries: Sequence[Delivery]) -> Outcome:
         ctx = ExecutionContext()
         deadline = time.monotonic() + self.timeout_s
         outcome = await self._await(asyncio.ensure_future(self.call(batch, ctx)), deadline)

@@ -112,6 +112,15 @@ class WorkerConfig:
     ignore_unsupported_bindings: bool = False
     ignored_bindings: tuple[IgnoredBinding, ...] = ()  # refused bindings let through
     assets: AssetsConfig | None = None  # static files served from the worker's routes
+    # JavaScript and TypeScript workers (a main of JS_EXTENSIONS) run in workerd:
+    runtime: Literal["python", "workerd"] = "python"
+    compatibility_date: str | None = None  # required for workerd workers, as wrangler has it
+    compatibility_flags: tuple[str, ...] = ()
+    no_bundle: bool = False  # main is loaded as it is, not bundled by esbuild
+
+    @property
+    def js(self) -> bool:
+        return self.runtime == "workerd"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +172,14 @@ class AccountConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class JsConfig:
+    """``[js]``: where the JS toolchain is, when not found by itself (``ocd.js.toolchain``)."""
+
+    workerd: str | None = None
+    esbuild: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class UiConfig:
     """The dashboard at ``/__ocd/ui/``. ``base_path`` is where a browser reaches it (behind
     a rewriting proxy, e.g. ``/ops/__ocd/ui``): every link and asset is built from it."""
@@ -184,6 +201,7 @@ class Config:
     warnings: tuple[str, ...] = ()
     ui: UiConfig = UiConfig()
     sqs: SqsConfig | None = None
+    js: JsConfig = JsConfig()
 
     def queue(self, name: str, account: str = LOCAL_ACCOUNT) -> QueueConfig | None:
         """Settings of queue ``name`` in ``account``; None if the config never names it."""
@@ -230,7 +248,11 @@ _ACCOUNT_REF = 'an account id ("local" or a configured [[accounts]] id)'
 _DSN = 'a PostgreSQL connection string ("postgresql://..." or "host=... dbname=...")'
 _DURABILITY = ("full", "normal")
 
-_TOP_KEYS = ("server", "store", "accounts", "workers", "queues", "ui", "sqs")
+_TOP_KEYS = ("server", "store", "accounts", "workers", "queues", "ui", "sqs", "js")
+_JS_KEYS = ("workerd", "esbuild")
+JS_EXTENSIONS = (".js", ".mjs", ".ts", ".mts", ".jsx", ".tsx")
+_COMPAT_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_COMPAT_FLAG = re.compile(r"[a-z0-9_]{1,100}")
 _UI_KEYS = ("enabled", "read_only", "base_path", "search_scan_limit")
 _TOKEN_KEYS = ("sha256", "role")
 _BASE_PATH = re.compile(r"(/[A-Za-z0-9._~-]+)+")
@@ -255,7 +277,8 @@ _ACCOUNT_KEYS = ("id", "token_sha256", "sqs_account_id", "sqs_keys")
 _ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
-    "crons", "ignore_unsupported_bindings", "assets",
+    "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
+    "no_bundle",
 )  # fmt: skip
 _PRODUCER_KEYS = ("binding", "queue")
 _CONSUMER_KEYS = (
@@ -272,7 +295,8 @@ _WRANGLER_CONSUMER_KEYS = (*_CONSUMER_KEYS, "type", "visibility_timeout_ms")
 # A worker entry key, and the wrangler key that sets the same thing.
 _WRANGLER_OVERLAP = (
     ("main", "main"), ("module", "main"), ("vars", "vars"), ("queues", "queues"),
-    ("assets", "assets"),
+    ("assets", "assets"), ("compatibility_date", "compatibility_date"),
+    ("compatibility_flags", "compatibility_flags"), ("no_bundle", "no_bundle"),
 )  # fmt: skip
 
 
@@ -345,6 +369,7 @@ class _Loader:
         declared = [self._queue(p, item) for p, item in top.items("queues")]
         ui = self._ui(top)
         sqs = self._sqs(top)
+        js = self._js(top)
         if self.problems or server is None or store is None:
             return None
         queues = {(q.account, q.name): q for q in declared if q is not None}
@@ -364,7 +389,21 @@ class _Loader:
             warnings=tuple(self.warnings),
             ui=ui,
             sqs=sqs,
+            js=js,
         )
+
+    def _js(self, top: Table) -> JsConfig:
+        t = top.table("js", _JS_KEYS) if "js" in top else None
+        if t is None:
+            return JsConfig()
+        paths = {}
+        for key in _JS_KEYS:
+            value = t.get(key)
+            if value is not None and (not isinstance(value, str) or not value):
+                t.expected(key, f"a path to the {key} binary", value)
+            elif value is not None:
+                paths[key] = value
+        return JsConfig(**paths)
 
     def _sqs(self, top: Table) -> SqsConfig | None:
         if "sqs" not in top:
@@ -675,6 +714,7 @@ class _Loader:
 
         code = pick("main")
         main, module = None, None
+        js = isinstance(code.get("main"), str) and code.get("main").endswith(JS_EXTENSIONS)
         if "main" in w and "module" in w:
             w.problem("module", 'expected one of "main" or "module", got both')
         elif "main" in code:
@@ -721,7 +761,38 @@ class _Loader:
             ignore_unsupported_bindings=ignore,
             ignored_bindings=tuple(ignored),
             assets=static,
+            **(self._js_worker(w, pick, module) if js else {}),
         )
+
+    def _js_worker(
+        self, w: Table, pick: Callable[[str], Table], module: str | None
+    ) -> dict[str, Any]:
+        """A JS/TS worker's own keys: compatibility date (required, as wrangler has it) and
+        flags, no_bundle."""
+        src = pick("compatibility_date")
+        date = src.get("compatibility_date")
+        if date is None:
+            src.problem(
+                "compatibility_date",
+                "JavaScript workers need a compatibility date, e.g. compatibility_date = "
+                '"2026-11-01" (as wrangler does)',
+            )
+        elif not isinstance(date, str) or not _COMPAT_DATE.fullmatch(date):
+            src.expected("compatibility_date", 'a date such as "2026-11-01"', date)
+            date = None
+        flags_src = pick("compatibility_flags")
+        flags: list[str] = []
+        for kp, flag in flags_src.items("compatibility_flags"):
+            if not isinstance(flag, str) or not _COMPAT_FLAG.fullmatch(flag):
+                flags_src.file.expected(kp, 'a compatibility flag such as "nodejs_compat"', flag)
+            else:
+                flags.append(flag)
+        return {
+            "runtime": "workerd",
+            "compatibility_date": date,
+            "compatibility_flags": tuple(flags),
+            "no_bundle": pick("no_bundle").boolean("no_bundle", False),
+        }
 
     def _wrangler(self, w: Table) -> Table | None:
         value = w.get("wrangler")
@@ -738,8 +809,9 @@ class _Loader:
 
     def _main(self, code: Table) -> Path | None:
         value = code.get("main")
-        if not isinstance(value, str) or not value.endswith(".py"):
-            code.expected("main", "a path to a .py file", value)
+        if not isinstance(value, str) or not value.endswith((".py", *JS_EXTENSIONS)):
+            what = "a path to a .py file, or a .js, .mjs, .ts, .mts, .jsx or .tsx file"
+            code.expected("main", what, value)
             return None
         main = absolute_path(code.file.path.parent, value)
         if not main.is_file():

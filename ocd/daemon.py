@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from ocd.api.app import add_api
 from ocd.api.context import ApiContext
 from ocd.api.envelope import error_response
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
-from ocd.config import Config, WorkerConfig, load_config
+from ocd.config import Config, ConsumerConfig, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
 from ocd.errors import ConfigError, OcdError, StoreError, StoreLoopDied, WorkerLoadErrors
 from ocd.http.assets import Assets, AssetsBinding
@@ -36,6 +37,8 @@ from ocd.http.sqs.context import SqsContext
 from ocd.http.sqs.sigv4 import Key, Verifier
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
+from ocd.js.host import WorkerdHost, js_workers, prepare
+from ocd.js.workerd import WorkerdFailed
 from ocd.loader import Handler, LoadedWorker
 from ocd.metrics import Metrics
 from ocd.notify import Notifier
@@ -99,6 +102,7 @@ class Daemon:
     ui: Dashboard | None = None
     last_reload: dict[str, Any] | None = None  # when, and what it changed or why it failed
     accept_data_loss: bool = False  # ocd serve --accept-data-loss
+    js: WorkerdHost | None = None  # JavaScript workers, in workerd
 
     def __post_init__(self) -> None:
         sc = self.config.store
@@ -132,6 +136,7 @@ class Daemon:
                 self.clock.carry_on_from(await self.store.clock_mark())
             await self._ensure_queues()
             await self.admin.resume_moves()
+            await self._start_js()
             envs = {w.config.name: self._env(w.config) for w in self.workers}
             for key, (worker, policy, kind) in self._consumer_plan(self.workers, envs).items():
                 self._start_dispatcher(key, worker, policy, kind)
@@ -145,6 +150,8 @@ class Daemon:
             await self._start_http(envs)
         except BaseException:
             await self._stop_background()
+            if self.js is not None:
+                await self.js.stop()
             await self.store.close()
             raise
         self._log_summary()
@@ -152,6 +159,20 @@ class Daemon:
         self.notifier.ready(self.status_line())
         self._supervise("ocd-watchdog", self.notifier.watchdog())
         self._supervise("ocd-status", self._status_loop())
+
+    async def _start_js(self) -> None:
+        """Bundle the JavaScript workers and start workerd for them (if there are any)."""
+        try:
+            prepared = prepare(self.config)
+        except WorkerLoadErrors as e:
+            raise StartupError("; ".join(str(x) for x in e.errors)) from e
+        if prepared is None:
+            return
+        self.js = WorkerdHost(self.config, prepared, self.producer)
+        try:
+            await self.js.start()
+        except WorkerdFailed as e:
+            raise StartupError(f"workerd refused the JavaScript workers:\n{e}") from e
 
     async def _ensure_queues(self) -> None:
         await self.admin.ensure_config_queues(self.config.queues)
@@ -176,22 +197,20 @@ class Daemon:
             if w.queue is None:
                 continue
             for c in w.config.consumers:
-                policy = ConsumerPolicy(
-                    queue=c.queue,
-                    account=w.config.account,
-                    max_batch_size=c.max_batch_size,
-                    max_batch_timeout_s=c.max_batch_timeout_s,
-                    max_retries=c.max_retries,
-                    dead_letter_queue=c.dead_letter_queue,
-                    max_concurrency=c.max_concurrency,
-                    retry_delay_s=c.retry_delay_s,
-                    handler_timeout_s=w.config.handler_timeout_s,
-                )
+                policy = _policy(w.config, c)
                 plan[(w.config.account, c.queue)] = (
                     w.config.name,
                     policy,
                     PythonHandler(_bind_call(w.queue, envs[w.config.name])),
                 )
+        if self.js is not None:
+            for wc in js_workers(self.config):
+                for c in wc.consumers:
+                    plan[(wc.account, c.queue)] = (
+                        wc.name,
+                        _policy(wc, c),
+                        self.js.kind(wc.name),
+                    )
         return plan
 
     def _start_dispatcher(
@@ -293,7 +312,7 @@ class Daemon:
         return GuardedSite(runner, host, port, gate=self.gate, timeouts=timeouts, error=error)
 
     def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
-        return [
+        routes = [
             WorkerRoute(
                 w.config.name,
                 prefix,
@@ -305,6 +324,15 @@ class Daemon:
             if w.fetch is not None or w.config.assets is not None
             for prefix in w.config.routes
         ]
+        if self.js is not None:
+            for wc in js_workers(self.config):
+                assets = None if wc.assets is None else self._assets(wc)
+                for prefix in wc.routes:
+                    proxy = functools.partial(self.js.fetch, wc.name)
+                    routes.append(
+                        WorkerRoute(wc.name, prefix, None, runtime.Env({}), assets, proxy)
+                    )
+        return routes
 
     def _assets(self, w: WorkerConfig) -> Assets:
         assert w.assets is not None
@@ -460,6 +488,8 @@ class Daemon:
             await self._sqs_runner.cleanup()
             self._sqs_runner = None
         await self._stop_background()
+        if self.js is not None:
+            await self.js.stop()
         if isinstance(self.clock, SteadyClock):
             await save_mark(self.clock, self.store.save_clock_mark)
         await self.admin.stop_moves()  # they go on after the next start
@@ -597,6 +627,20 @@ class Daemon:
             with contextlib.suppress(BaseException):
                 await task
         self._tasks.clear()
+
+
+def _policy(w: WorkerConfig, c: ConsumerConfig) -> ConsumerPolicy:
+    return ConsumerPolicy(
+        queue=c.queue,
+        account=w.account,
+        max_batch_size=c.max_batch_size,
+        max_batch_timeout_s=c.max_batch_timeout_s,
+        max_retries=c.max_retries,
+        dead_letter_queue=c.dead_letter_queue,
+        max_concurrency=c.max_concurrency,
+        retry_delay_s=c.retry_delay_s,
+        handler_timeout_s=w.handler_timeout_s,
+    )
 
 
 def _bind_call(handler: Handler, env: runtime.Env) -> QueueCall:

@@ -84,11 +84,14 @@ def install_workers_alias() -> None:
 
 
 def load_workers(workers: Iterable[WorkerConfig], fresh: bool = False) -> list[LoadedWorker]:
-    """Import every worker; raises WorkerLoadErrors with every failure, not just the first.
-    ``fresh`` re-imports modules loaded before (a reload picks up changed code)."""
+    """Import every Python worker; raises WorkerLoadErrors with every failure, not just the
+    first. ``fresh`` re-imports modules loaded before (a reload picks up changed code).
+    JavaScript workers run in workerd (``ocd.js``), not here."""
     loaded: list[LoadedWorker] = []
     failures: list[WorkerLoadError] = []
     for w in workers:
+        if w.js:
+            continue
         try:
             loaded.append(load_worker(w, fresh))
         except WorkerLoadError as e:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -17,6 +17,8 @@ from ocd.loader import Handler
 
 log = logging.getLogger(__name__)
 
+Proxy = Callable[[web.Request, bytes], Awaitable[web.StreamResponse]]
+
 
 class WorkerRoute:
     def __init__(
@@ -26,12 +28,14 @@ class WorkerRoute:
         fetch: Handler | None,
         env: runtime.Env,
         assets: Assets | None = None,
+        proxy: Proxy | None = None,
     ) -> None:
         self.name = name
         self.prefix = prefix.rstrip("/")
         self.fetch = fetch
         self.env = env
         self.assets = assets
+        self.proxy = proxy  # a worker that runs elsewhere (workerd): the request goes there
 
     def matches(self, path: str) -> bool:
         return path == self.prefix or path.startswith(self.prefix + "/") or self.prefix == ""
@@ -65,6 +69,13 @@ class WorkerRouter:
                 return served
             if route.fetch is None:
                 return route.assets.fallback(request)
+        if route.proxy is not None:
+            body = _Body(request)
+            try:
+                data = await body.read()
+            except (BodyError, ClientGone):
+                return body.answer(route.name)
+            return await route.proxy(request, data)
         if route.fetch is None:  # no worker routes without fetch or assets
             return web.Response(status=404, text="No worker route matches this path.\n")
         body = _Body(request)

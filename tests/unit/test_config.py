@@ -600,8 +600,9 @@ def test_main_file_must_exist(root: Path) -> None:
 @pytest.mark.parametrize(
     ("code", "key_path", "message"),
     [
-        ('main = "app/worker.js"', "workers[0].main",
-         'expected a path to a .py file, got "app/worker.js"'),
+        ('main = "app/worker.rb"', "workers[0].main",
+         'expected a path to a .py file, or a .js, .mjs, .ts, .mts, .jsx or .tsx file, got '
+         '"app/worker.rb"'),
         ('main = "app/worker.py"\nmodule = "app.worker"', "workers[0].module",
          'expected one of "main" or "module", got both'),
         ('module = "app..worker"', "workers[0].module",

@@ -1,0 +1,285 @@
+"""Every JS worker of a config in one workerd, with ocd as its queue backend.
+
+``prepare`` (also what ``check-config`` runs): find workerd and esbuild, refuse a
+compatibility date newer than the binary supports, bundle each worker into
+``<data_dir>/workerd/<name>/``, write the workerd config there. ``start``: the producer
+endpoint on a private unix socket, then workerd, ready once its sockets listen. If workerd
+dies it is started again with backoff; meanwhile batches are handed back unspent
+(``unreached``) and sends reject in the Worker (there is no Worker to send).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from ocd.config import Config, WorkerConfig
+from ocd.errors import WorkerLoadError, WorkerLoadErrors
+from ocd.js import bundle, capnp, toolchain
+from ocd.js.invoke import Bridge, WorkerdKind
+from ocd.js.producer import ProducerEndpoint
+from ocd.js.workerd import Workerd, WorkerdFailed
+from ocd.producer import Producer
+
+log = logging.getLogger(__name__)
+
+RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+_HOP = frozenset(
+    ("connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te",
+     "trailer", "content-length")
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    tools: toolchain.Toolchain
+    workers: tuple[capnp.JsWorker, ...]
+    dir: Path  # <data_dir>/workerd: bundles, bridge.js, config.capnp
+
+
+def js_workers(config: Config) -> list[WorkerConfig]:
+    return [w for w in config.workers if w.js]
+
+
+def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared | None:
+    """Toolchain, dates and bundles of the config's JS workers (None if it has none);
+    ``WorkerLoadErrors`` naming each worker's problem, with esbuild's file and line."""
+    import os
+
+    workers = js_workers(config)
+    if not workers:
+        return None
+    env = dict(os.environ if environ is None else environ)
+    config_dir = config.path.parent
+    first = workers[0]
+
+    def fail(w: WorkerConfig, key: str, message: str) -> WorkerLoadError:
+        return WorkerLoadError(w.name, w.source, f"{w.key_path}.{key}", message)
+
+    try:
+        tools = toolchain.Toolchain(
+            workerd=toolchain.find("workerd", config.js.workerd, config_dir, env),
+            esbuild=toolchain.find("esbuild", config.js.esbuild, config_dir, env),
+        )
+    except toolchain.ToolMissing as e:
+        raise WorkerLoadErrors([fail(first, "main", str(e))]) from None
+    out = config.server.data_dir / "workerd"
+    newest = toolchain.newest_compatibility_date(tools.workerd, out / "probe")
+    errors: list[WorkerLoadError] = []
+    prepared: list[capnp.JsWorker] = []
+    for w in workers:
+        assert w.main is not None and w.compatibility_date is not None
+        if newest is not None and w.compatibility_date > newest:
+            errors.append(
+                fail(
+                    w,
+                    "compatibility_date",
+                    f'this worker requires compatibility date "{w.compatibility_date}", but the '
+                    f"newest date workerd {toolchain.WORKERD_VERSION} ({tools.workerd}) supports "
+                    f'is "{newest}"',
+                )
+            )
+            continue
+        try:
+            bundle.bundle(tools.esbuild, w.main, out / w.name, w.no_bundle)
+        except bundle.BundleError as e:
+            errors.append(
+                fail(w, "main", "esbuild could not bundle it:\n    " + "\n    ".join(e.problems))
+            )
+            continue
+        prepared.append(
+            capnp.JsWorker(
+                name=w.name,
+                module_path=f"{w.name}/index.js",
+                compatibility_date=w.compatibility_date,
+                compatibility_flags=w.compatibility_flags,
+                vars=w.vars,
+                producers=tuple(p.binding for p in w.producers),
+                serves_http=bool(w.routes),
+            )
+        )
+    if errors:
+        raise WorkerLoadErrors(errors)
+    source = resources.files("ocd.js").joinpath("bridge.js")
+    (out / "bridge.js").write_text(source.read_text())
+    return Prepared(tools, tuple(prepared), out)
+
+
+class WorkerdHost:
+    def __init__(self, config: Config, prepared: Prepared, producer: Producer) -> None:
+        self.config = config
+        self.prepared = prepared
+        self.producer = producer
+        self.secret = secrets.token_urlsafe(32)
+        self.run_dir = Path(tempfile.mkdtemp(prefix="ocd-workerd-"))  # mode 0700: private
+        self.workerd: Workerd | None = None
+        self._bridge: Bridge | None = None
+        self._runner: web.AppRunner | None = None
+        self._restarting: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.down_since: float | None = None
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+
+    # ------------------------------------------------------------ addresses
+
+    def _sock(self, name: str) -> Path:
+        return self.run_dir / f"{name}.sock"
+
+    def http_socket(self, worker: str) -> Path:
+        return self._sock(capnp.http_socket(worker))
+
+    # ------------------------------------------------------------ running
+
+    async def start(self) -> None:
+        """The producer endpoint, then workerd; ``WorkerdFailed`` (with workerd's own
+        words) if it exits before it listens."""
+        bindings = {
+            (w.name, p.binding): (p.queue, w.account)
+            for w in js_workers(self.config)
+            for p in w.producers
+        }
+        endpoint = ProducerEndpoint(self.producer, self.secret, bindings)
+        self._runner = web.AppRunner(endpoint.app(), access_log=None)
+        await self._runner.setup()
+        await web.UnixSite(self._runner, str(self._sock("producer"))).start()
+        self._write_config()
+        await self._start_workerd()
+
+    def _write_config(self) -> None:
+        p = self.prepared
+        text = capnp.config_text(
+            p.workers,
+            producer_address=f"unix:{self._sock('producer')}",
+            bridge_address=f"unix:{self._sock('bridge')}",
+            http_addresses={w.name: f"unix:{self.http_socket(w.name)}" for w in p.workers},
+            secret=self.secret,
+            bridge_path="bridge.js",
+        )
+        path = p.dir / "config.capnp"
+        path.write_text(text)
+        path.chmod(0o600)  # it holds the start's secret
+
+    async def _start_workerd(self) -> None:
+        for name in capnp.sockets_of(self.prepared.workers):
+            with contextlib.suppress(FileNotFoundError):
+                self._sock(name).unlink()
+        w = Workerd(
+            self.prepared.tools.workerd,
+            self.prepared.dir / "config.capnp",
+            capnp.sockets_of(self.prepared.workers),
+        )
+        await w.start()
+        w.on_exit = self._exited
+        self.workerd = w
+        old, self._bridge = self._bridge, Bridge(str(self._sock("bridge")), self.secret)
+        if old is not None:
+            await old.close()
+        self.down_since = None
+        log.info(
+            "workerd %s serving %d JavaScript worker(s): %s",
+            toolchain.WORKERD_VERSION,
+            len(self.prepared.workers),
+            ", ".join(x.name for x in self.prepared.workers),
+            extra={"event": "workerd_started"},
+        )
+
+    def _exited(self, code: int) -> None:
+        if self._stopping:
+            return
+        log.error(
+            "workerd exited (status %s); starting it again",
+            code,
+            extra={"event": "workerd_exited", "status": code},
+        )
+        self.down_since = asyncio.get_running_loop().time()
+        self._restarting = asyncio.create_task(self._restart(), name="ocd-workerd-restart")
+
+    async def _restart(self) -> None:
+        attempt = 0
+        while not self._stopping:
+            await asyncio.sleep(RESTART_BACKOFF_S[min(attempt, len(RESTART_BACKOFF_S) - 1)])
+            attempt += 1
+            try:
+                await self._start_workerd()
+                return
+            except (WorkerdFailed, OSError) as e:
+                log.error(
+                    "workerd did not start again: %s", e, extra={"event": "workerd_restart_failed"}
+                )
+
+    def bridge(self) -> Bridge | None:
+        """The bridge of the running workerd; None while it is down."""
+        if self.workerd is None or not self.workerd.running:
+            return None
+        return self._bridge
+
+    async def fetch(self, worker: str, request: web.Request, body: bytes) -> web.StreamResponse:
+        """A request to one of ``worker``'s routes, passed to workerd (after ocd's own
+        listener checks: auth, limits, connection caps), and its answer passed back."""
+        if not self.up:
+            return web.Response(status=503, text="the JavaScript worker runtime is restarting\n")
+        session = self._sessions.get(worker)
+        if session is None or session.closed:
+            session = self._sessions[worker] = aiohttp.ClientSession(
+                connector=aiohttp.UnixConnector(path=str(self.http_socket(worker))),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                auto_decompress=False,
+            )
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
+        url = f"http://{request.host}{request.rel_url}"
+        try:
+            async with session.request(
+                request.method, url, headers=headers, data=body or None, allow_redirects=False
+            ) as r:
+                payload = await r.read()
+                out = [(k, v) for k, v in r.headers.items() if k.lower() not in _HOP]
+                response = web.Response(status=r.status, reason=r.reason, body=payload)
+                for k, v in out:
+                    response.headers.add(k, v)
+                return response
+        except aiohttp.ClientError as e:
+            log.warning(
+                "worker %s: workerd did not answer %s %s: %s",
+                worker,
+                request.method,
+                request.path,
+                e,
+                extra={"event": "fetch_failed", "worker": worker},
+            )
+            return web.Response(status=502, text="the JavaScript worker did not answer\n")
+
+    def kind(self, worker: str) -> WorkerdKind:
+        return WorkerdKind(worker, self.bridge)
+
+    @property
+    def up(self) -> bool:
+        return self.workerd is not None and self.workerd.running
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._restarting is not None:
+            self._restarting.cancel()
+        if self.workerd is not None:
+            await self.workerd.stop()
+        if self._bridge is not None:
+            await self._bridge.close()
+        for session in self._sessions.values():
+            await session.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def worker_names(workers: Sequence[capnp.JsWorker]) -> list[str]:
+    return [w.name for w in workers]

@@ -1,0 +1,160 @@
+"""The workerd handler kind: a batch goes to the bridge Worker, which calls the worker's
+``queue()`` through ``Fetcher.queue`` and answers workerd's ``FetcherQueueResult``; that
+result becomes the batch's marks, so ``ocd.decide`` applies the same precedence as for
+Python handlers.
+
+A batch that never reached workerd (it is down or restarting) is handed back without
+spending an attempt (``unreached``); once the request was written the handler may have run,
+so a lost connection or a timeout is a failed delivery. A timed-out ``queue()`` goes on
+running inside workerd (dropping the request does not cancel it): its lease covers the
+wall-clock limit and a minute more, and a second delivery may overlap it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import aiohttp
+
+from ocd.js.capnp import bridge_binding
+from ocd.pipeline import ABORTED, OUTCOME_OK, UNREACHED, Invoke, Outcome, Route
+from ocd.store import Delivery
+from runtime import BatchMarks, MessageBatch
+
+log = logging.getLogger(__name__)
+
+
+class WorkerdKind:
+    """``HandlerKind`` of one JS worker: ``session`` reaches the bridge's socket."""
+
+    def __init__(self, worker: str, bridge: Callable[[], Bridge | None]) -> None:
+        self.worker = worker
+        self.bridge = bridge
+
+    def invoke(self, route: Route, timeout_s: float, abort: asyncio.Event) -> Invoke:
+        return WorkerdInvoke(self.worker, self.bridge, timeout_s, abort)
+
+
+class Bridge:
+    """The bridge Worker of one workerd start."""
+
+    def __init__(self, socket_path: str, secret: str) -> None:
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.UnixConnector(path=socket_path),
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+        self.headers = {"Authorization": f"Bearer {secret}"}
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+class WorkerdInvoke:
+    def __init__(
+        self,
+        worker: str,
+        bridge: Callable[[], Bridge | None],
+        timeout_s: float,
+        abort: asyncio.Event,
+    ) -> None:
+        self.worker = worker
+        self.bridge = bridge
+        self.timeout_s = timeout_s
+        self.abort = abort
+
+    async def __call__(self, batch: MessageBatch, deliveries: Sequence[Delivery]) -> Outcome:
+        bridge = self.bridge()
+        if bridge is None:
+            return Outcome(UNREACHED, "workerd is not running")
+        frame = _frame(batch, deliveries)
+        url = f"http://workerd/queue/{bridge_binding(self.worker)}"
+        post = asyncio.ensure_future(_post(bridge, url, frame))
+        abort = asyncio.ensure_future(self.abort.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {post, abort}, timeout=self.timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            abort.cancel()
+        if post not in done:
+            post.cancel()
+            if self.abort.is_set():
+                return Outcome(ABORTED)
+            log.error(
+                "queue %s: handler of worker %s exceeded its %.0f s wall-clock limit",
+                batch.queue,
+                self.worker,
+                self.timeout_s,
+                extra={"event": "handler_timeout", "worker": self.worker, "queue": batch.queue},
+            )
+            return Outcome("exceededWallTime", f"exceeded its {self.timeout_s:.0f} s limit")
+        try:
+            result = post.result()
+        except aiohttp.ClientConnectorError as e:  # never reached workerd
+            return Outcome(UNREACHED, f"workerd unreachable: {e}")
+        except (aiohttp.ClientError, ValueError) as e:  # it may have run
+            return Outcome("exception", f"lost the bridge: {type(e).__name__}: {e}"[:300])
+        return _apply(result, batch._marks, batch.queue, self.worker)
+
+
+async def _post(bridge: Bridge, url: str, frame: bytes) -> Any:
+    async with bridge.session.post(url, data=frame, headers=bridge.headers) as r:
+        if r.status != 200:
+            text = await r.text()
+            raise ValueError(f"bridge answered {r.status}: {text[:200]}")
+        return await r.json()
+
+
+def _frame(batch: MessageBatch, deliveries: Sequence[Delivery]) -> bytes:
+    m = batch.metadata.metrics
+    oldest = m.oldestMessageTimestamp
+    header = {
+        "queue": batch.queue,
+        "metrics": {
+            "backlogCount": m.backlogCount,
+            "backlogBytes": m.backlogBytes,
+            "oldestMessageTimestamp": int(oldest.timestamp() * 1000) if oldest else 0,
+        },
+        "messages": [
+            {
+                "id": d.id,
+                "timestamp": d.sent_ms,
+                "attempts": d.attempts,
+                "contentType": d.content_type,
+                "size": len(d.body),
+            }
+            for d in deliveries
+        ],
+    }
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return b"".join([struct.pack(">I", len(head)), head, *(d.body for d in deliveries)])
+
+
+def _apply(result: Any, marks: BatchMarks, queue: str, worker: str) -> Outcome:
+    """workerd's ``FetcherQueueResult`` as the batch's marks, and the outcome."""
+    try:
+        marks.acks.update(result.get("explicitAcks") or ())
+        for r in result.get("retryMessages") or ():
+            marks.retries[r["msgId"]] = r.get("delaySeconds")
+        marks.ack_all = bool(result.get("ackAll"))
+        retry_batch = result.get("retryBatch") or {}
+        marks.retry_all = bool(retry_batch.get("retry"))
+        marks.retry_all_delay = retry_batch.get("delaySeconds")
+        outcome = str(result.get("outcome") or "exception")
+    except (AttributeError, KeyError, TypeError) as e:
+        return Outcome("exception", f"the bridge's answer was not understood: {e}")
+    if outcome == "ok":
+        return OUTCOME_OK
+    log.error(
+        "queue %s: handler of worker %s: %s",
+        queue,
+        worker,
+        outcome,
+        extra={"event": "handler_failed", "worker": worker, "queue": queue, "outcome": outcome},
+    )
+    return Outcome(outcome, f"queue() ended with outcome {outcome}")

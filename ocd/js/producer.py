@@ -1,0 +1,198 @@
+"""workerd's queue producer protocol, served to workerd alone on a private unix socket.
+
+``env.QUEUE.send()`` / ``sendBatch()`` / ``metrics()`` in a JS Worker become ``POST
+/message``, ``POST /batch`` and ``GET /metrics`` to the external service of its binding,
+which injects ``X-Ocd-Worker``, ``X-Ocd-Binding`` and the start's secret: a request is tied
+to one configured binding, and nothing else can post into a queue through the socket.
+
+A send is answered only once its messages are committed, with exactly the reply workerd
+needs for ``send()`` to resolve (a 200 with the whole ``metadata.metrics``); a refused one
+with Cloudflare's cause and code in ``CF-Queues-Error-Cause`` / ``-Code``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from ocd import codec
+from ocd.errors import (
+    QueueNotFound,
+    QueueSendError,
+    StoreError,
+    StoreFull,
+)
+from ocd.producer import (
+    MAX_BATCH_MESSAGES,
+    MESSAGE_METADATA_INVALID,
+    Producer,
+)
+from ocd.store import Backlog
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_ERROR = 15000  # workerd's default code
+UNAVAILABLE = 10503
+MAX_REQUEST_BYTES = 1024 * 1024  # a batch of 256,000 bytes in base64 and JSON, with room
+
+
+class ProducerEndpoint:
+    """``bindings``: (worker, binding) -> (queue, account)."""
+
+    def __init__(
+        self, producer: Producer, secret: str, bindings: Mapping[tuple[str, str], tuple[str, str]]
+    ) -> None:
+        self.producer = producer
+        self.secret = f"Bearer {secret}".encode()
+        self.bindings = dict(bindings)
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[_answer_refusals])
+        app.router.add_post("/message", self.message)
+        app.router.add_post("/batch", self.batch)
+        app.router.add_get("/metrics", self.metrics)
+        return app
+
+    async def _queue(self, request: web.Request) -> Any:
+        given = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(given, self.secret):
+            raise _refused(403, "not allowed", UNKNOWN_ERROR)
+        key = (request.headers.get("X-Ocd-Worker", ""), request.headers.get("X-Ocd-Binding", ""))
+        target = self.bindings.get(key)
+        if target is None:
+            raise _refused(403, f"no producer binding {key[1]} of worker {key[0]}", UNKNOWN_ERROR)
+        queue, account = target
+        store = self.producer.store
+        q = store.queue(queue, account) or await store.lookup(queue, account)
+        if q is None:
+            raise _refused(404, f"queue {queue} does not exist", 10104)
+        return q
+
+    async def message(self, request: web.Request) -> web.Response:
+        q = await self._queue(request)
+        fmt = _format(request.headers.get("X-Msg-Fmt"))
+        delay = _delay(request.headers.get("X-Msg-Delay-Secs"))
+        body = await request.read()
+        return await self._send(q, [(codec.Encoded(body), fmt, delay, None, None)], None)
+
+    async def batch(self, request: web.Request) -> web.Response:
+        q = await self._queue(request)
+        batch_delay = _delay(request.headers.get("X-Msg-Delay-Secs"))
+        try:
+            raw = json.loads(await request.read())
+            messages = raw["messages"]
+            if not isinstance(messages, list) or not messages:
+                raise ValueError("no messages")
+        except (ValueError, KeyError, TypeError) as e:
+            raise _refused(400, f"invalid batch: {e}", MESSAGE_METADATA_INVALID) from None
+        if len(messages) > MAX_BATCH_MESSAGES:
+            raise _refused(
+                413,
+                f"batch message count of {len(messages)} exceeds limit of {MAX_BATCH_MESSAGES}",
+                10206,
+            )
+        items = []
+        for m in messages:
+            try:
+                body = base64.b64decode(m["body"], validate=True)
+            except (KeyError, TypeError, binascii.Error):
+                raise _refused(400, "invalid message body", MESSAGE_METADATA_INVALID) from None
+            delay = m.get("delaySecs")
+            items.append((codec.Encoded(body), _format(m.get("contentType")), delay, None, None))
+        return await self._send(q, items, batch_delay)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        q = await self._queue(request)
+        b = await self.producer.store.backlog(q)
+        return web.json_response(
+            {
+                "backlogCount": b.count,
+                "backlogBytes": b.bytes,
+                "oldestMessageTimestamp": b.oldest_ms,
+            }
+        )
+
+    async def _send(self, q: Any, items: list[Any], batch_delay: int | None) -> web.Response:
+        try:
+            backlog = await self.producer.send(q, items, batch_delay)
+        except QueueSendError as e:
+            raise _refused(400, e.cause, e.code) from None
+        except TypeError as e:  # a FIFO queue's keys, a content type
+            raise _refused(400, str(e), MESSAGE_METADATA_INVALID) from None
+        except QueueNotFound as e:
+            raise _refused(404, f"queue {e} does not exist", 10104) from None
+        except StoreFull as e:
+            raise _refused(507, f"storage full: {e}", UNAVAILABLE) from None
+        except StoreError as e:
+            raise _refused(503, f"Service temporarily unavailable: {e}", UNAVAILABLE) from None
+        return sent_reply(backlog)
+
+
+def sent_reply(b: Backlog) -> web.Response:
+    """The reply that makes ``send()`` resolve: every metric present, numbers always."""
+    body = (
+        '{"metadata":{"metrics":{'
+        f'"backlogCount":{b.count:d},"backlogBytes":{b.bytes:d},'
+        f'"oldestMessageTimestamp":{b.oldest_ms:d}}}}}}}'
+    )
+    return web.Response(body=body.encode(), content_type="application/json")
+
+
+def _format(value: object) -> str:
+    """The content type of ``X-Msg-Fmt`` / ``contentType``; none given means ``v8`` (what
+    workerd sends without the ``queues_json_messages`` flag)."""
+    if value is None:
+        return "v8"
+    try:
+        return codec.normalize_content_type(value)
+    except TypeError as e:
+        raise _refused(400, str(e), MESSAGE_METADATA_INVALID) from None
+
+
+def _delay(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)  # range checked by the producer, with Cloudflare's error
+    except ValueError:
+        raise _refused(
+            400, f"delaySeconds must be an integer, got {value!r}", MESSAGE_METADATA_INVALID
+        ) from None
+
+
+class _Refusal(Exception):
+    def __init__(self, status: int, cause: str, code: int) -> None:
+        super().__init__(cause)
+        self.status = status
+        self.cause = cause
+        self.code = code
+
+
+def _refused(status: int, cause: str, code: int) -> _Refusal:
+    return _Refusal(status, cause, code)
+
+
+@web.middleware
+async def _answer_refusals(request: web.Request, handler: Any) -> web.StreamResponse:
+    """A refusal as workerd reads one: the status, and the cause and code in the headers
+    (its ``send()`` rejects with "<cause> (<code>)"; before compatibility date 2026-03-12
+    with the status text, which carries the cause too)."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except _Refusal as r:
+        cause = " ".join(r.cause.split())[:300]
+        ascii_cause = cause.encode("ascii", "replace").decode()
+        return web.json_response(
+            {"error": cause, "code": r.code},
+            status=r.status,
+            reason=ascii_cause,
+            headers={"CF-Queues-Error-Cause": ascii_cause, "CF-Queues-Error-Code": str(r.code)},
+        )

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import pg, wrangler
+from tests import js, pg, wrangler
 
 REQUIRE_ENV = "OCD_REQUIRE_POSTGRES"
 STORE_ENV = "OCD_TEST_STORE"
@@ -74,7 +74,7 @@ def _note_postgres_skip(report: pytest.TestReport | pytest.CollectReport) -> Non
     reason = _skip_reason(report)
     if reason is not None and "postgres" in reason.lower():
         _postgres_skips.append(f"{report.nodeid}: {reason}")
-    if reason is not None and "wrangler" in reason.lower():
+    if reason is not None and ("wrangler" in reason.lower() or "workerd" in reason.lower()):
         _node_skips.append(f"{report.nodeid}: {reason}")
 
 
@@ -82,6 +82,17 @@ def _note_postgres_skip(report: pytest.TestReport | pytest.CollectReport) -> Non
 def wrangler_cli() -> None:
     """wrangler from tests/node_modules; skips (or fails, with OCD_REQUIRE_NODE=1) without."""
     reason = wrangler.why_unavailable()
+    if reason is not None:
+        if wrangler.required():
+            pytest.fail(f"{wrangler.REQUIRE_ENV}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def workerd_tools() -> None:
+    """workerd and esbuild from tests/node_modules; skips (or fails, with
+    OCD_REQUIRE_NODE=1) without."""
+    reason = js.why_unavailable()
     if reason is not None:
         if wrangler.required():
             pytest.fail(f"{wrangler.REQUIRE_ENV}=1 but {reason}", pytrace=False)
@@ -113,6 +124,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if wrangler.required() and _node_skips:
         terminalreporter.write_line(
             f"FAILED: {wrangler.REQUIRE_ENV}=1 but {len(_node_skips)} test(s) skipped for a "
-            f"wrangler reason, e.g. {_node_skips[0]}",
+            f"wrangler or workerd reason, e.g. {_node_skips[0]}",
             red=True,
         )

@@ -1,0 +1,75 @@
+// A test Worker in TypeScript, run by ocd in workerd. Its fetch sends what the test asks
+// through env.QUEUE; its queue() logs one JSON line per message ({"record": ...}), which
+// reaches ocd's log tagged with the worker, then acts as a dict body says: {"ack": true},
+// {"retry": N}, {"fail": true}, {"ackAll": true}, {"retryAll": N}, {"echo": true} (sends
+// the body on through env.ECHO as json, with the type it arrived as).
+import { describe } from "./describe";
+
+interface Env {
+  QUEUE: Queue;
+  ECHO?: Queue;
+}
+
+type Spec = {
+  body?: unknown;
+  b64?: string;
+  contentType?: QueueContentType;
+  delaySeconds?: number;
+  v8Sample?: boolean;
+};
+
+function bodyOf(spec: Spec): unknown {
+  if (spec.b64 !== undefined) return Uint8Array.from(atob(spec.b64), (c) => c.charCodeAt(0));
+  if (spec.v8Sample) {
+    return { when: new Date(Date.UTC(2026, 0, 2, 3, 4, 5)), big: 2n ** 70n, set: new Set([1, 2]), map: new Map([[1, "one"]]), nested: { a: [1, "x", null] } };
+  }
+  return spec.body;
+}
+
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    const path = new URL(request.url).pathname;
+    try {
+      if (path.endsWith("/send")) {
+        const spec = (await request.json()) as Spec;
+        const options: QueueSendOptions = {};
+        if (spec.contentType) options.contentType = spec.contentType;
+        if (spec.delaySeconds !== undefined) options.delaySeconds = spec.delaySeconds;
+        const result = await env.QUEUE.send(bodyOf(spec), options);
+        return Response.json({ ok: true, result });
+      }
+      if (path.endsWith("/send-batch")) {
+        const specs = (await request.json()) as Spec[];
+        const result = await env.QUEUE.sendBatch(
+          specs.map((s) => ({ body: bodyOf(s), contentType: s.contentType, delaySeconds: s.delaySeconds })),
+        );
+        return Response.json({ ok: true, result });
+      }
+      if (path.endsWith("/metrics")) {
+        return Response.json({ ok: true, result: await env.QUEUE.metrics() });
+      }
+    } catch (e) {
+      return Response.json({ ok: false, error: String(e) }, { status: 400 });
+    }
+    return new Response(`hello from ${request.method} ${path}`, { headers: { "X-Worker": "js" } });
+  },
+
+  async queue(batch: MessageBatch, env: Env): Promise<void> {
+    let fail = false;
+    for (const m of batch.messages) {
+      const body = m.body as any;
+      console.log(JSON.stringify({ record: true, queue: batch.queue, id: m.id, attempts: m.attempts, ...describe(body) }));
+      if (body && typeof body === "object" && body.constructor === Object) {
+        if (body.ack) m.ack();
+        if ("retry" in body) m.retry({ delaySeconds: body.retry });
+        if (body.fail) fail = true;
+        if (body.ackAll) batch.ackAll();
+        if ("retryAll" in body) batch.retryAll({ delaySeconds: body.retryAll });
+      }
+      if (env.ECHO && !(body && body.noEcho)) {
+        await env.ECHO.send({ from: "js", id: m.id, attempts: m.attempts, ...describe(body) });
+      }
+    }
+    if (fail) throw new Error("the message asked the handler to fail");
+  },
+};

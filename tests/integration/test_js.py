@@ -1,0 +1,232 @@
+"""JavaScript and TypeScript workers in workerd, on ocd's queues: an in-process daemon on
+127.0.0.1 running the TypeScript worker ``tests/apps/js_worker`` (bundled by esbuild, run by
+the pinned npm workerd) beside the Python recorder worker, on the backend under test."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from ocd.config import load_config
+from ocd.daemon import Daemon, load_workers
+from tests.helpers import eventually
+from tests.js import JS_APP, js_section
+
+pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("workerd_tools")]
+APPS = Path(__file__).resolve().parent.parent / "apps"
+
+
+class JsApp:
+    def __init__(self, daemon: Daemon, tmp: Path, session: aiohttp.ClientSession) -> None:
+        self.daemon = daemon
+        self.tmp = tmp
+        self.session = session
+        self.base = f"http://127.0.0.1:{daemon.port}"
+
+    def records(self, queue: str) -> list[dict[str, Any]]:
+        path = self.tmp / "record.jsonl"
+        if not path.exists():
+            return []
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+        return [r for r in rows if r["queue"] == queue]
+
+    async def js_send(self, path: str = "/js/send", **spec: Any) -> Any:
+        async with self.session.post(self.base + path, json=spec) as r:
+            return r.status, await r.json()
+
+    async def py_send(self, body: Any = None, **spec: Any) -> Any:
+        async with self.session.post(self.base + "/send", json={"body": body, **spec}) as r:
+            out = await r.json()
+            assert r.status == 200, out
+            return out
+
+    async def backlog(self, queue: str) -> int:
+        store = self.daemon.store
+        return (await store.backlog(store.queue(queue))).count
+
+
+CONFIG = """
+[server]
+listen = "127.0.0.1:0"
+data_dir = "data"
+shutdown_timeout = 5
+
+{store}
+{js}
+
+[[workers]]
+name = "jsapp"
+main = "{main}"
+compatibility_date = "2026-11-01"
+routes = ["/js"]
+
+[[workers.queues.producers]]
+binding = "QUEUE"
+queue = "to-py"
+
+[[workers.queues.producers]]
+binding = "ECHO"
+queue = "echo"
+
+[[workers.queues.consumers]]
+queue = "to-js"
+max_batch_size = 10
+max_batch_timeout = 0
+max_retries = 2
+dead_letter_queue = "to-js-dlq"
+
+[[workers]]
+name = "app"
+main = "{recorder}"
+routes = ["/"]
+vars = {{ RECORD = "{record}" }}
+
+[[workers.queues.producers]]
+binding = "QUEUE"
+queue = "to-js"
+
+[[workers.queues.consumers]]
+queue = "to-py"
+max_batch_timeout = 0
+
+[[workers.queues.consumers]]
+queue = "echo"
+max_batch_timeout = 0
+
+[[queues]]
+name = "to-js-dlq"
+"""
+
+
+@pytest.fixture
+async def js_app(tmp_path, store_section):
+    cfg = tmp_path / "ocd.toml"
+    cfg.write_text(
+        CONFIG.format(
+            store=store_section,
+            js=js_section(),
+            main=JS_APP / "src" / "index.ts",
+            recorder=APPS / "recorder.py",
+            record=tmp_path / "record.jsonl",
+        )
+    )
+    config = load_config(cfg)
+    daemon = Daemon(config, load_workers(config))
+    await daemon.start()
+    session = aiohttp.ClientSession()
+    try:
+        yield JsApp(daemon, tmp_path, session)
+    finally:
+        await session.close()
+        await daemon.shutdown(timeout_s=2)
+
+
+async def test_a_js_fetch_route_answers_through_ocds_listener(js_app):
+    async with js_app.session.get(js_app.base + "/js/hello?x=1") as r:
+        assert r.status == 200
+        assert await r.text() == "hello from GET /js/hello"
+        assert r.headers["X-Worker"] == "js"
+
+
+async def test_a_js_producer_reaches_a_python_consumer_in_each_content_type(js_app):
+    sent = [
+        {"body": {"hello": "world", "n": [1, 2.5, None]}},
+        {"body": "plain text", "contentType": "text"},
+        {"b64": base64.b64encode(b"\x00\xffraw").decode(), "contentType": "bytes"},
+        {"body": {"explicit": True}, "contentType": "json"},
+    ]
+    for spec in sent:
+        status, out = await js_app.js_send(**spec)
+        assert status == 200 and out["ok"], out
+        metrics = out["result"]["metadata"]["metrics"]
+        assert metrics["backlogCount"] >= 1  # the reply workerd needs, passed to the Worker
+    rows = await eventually(lambda: len(js_app.records("to-py")) == 4 and js_app.records("to-py"))
+    by_type: dict[str, list[Any]] = {}
+    for r in rows:
+        by_type.setdefault(r["type"], []).append(r["body"])
+        assert r["attempts"] == 1
+    assert sorted(map(json.dumps, by_type["dict"])) == sorted(
+        [json.dumps({"hello": "world", "n": [1, 2.5, None]}), json.dumps({"explicit": True})]
+    )
+    assert by_type["str"] == ["plain text"]
+    assert base64.b64decode(by_type["bytes"][0]["b64"]) == b"\x00\xffraw"
+
+
+async def test_a_python_producer_reaches_a_js_consumer_in_each_content_type(js_app):
+    await js_app.py_send({"k": "v", "noEcho": False})
+    await js_app.py_send("some text", contentType="text")
+    await js_app.py_send(b64=base64.b64encode(b"\x01\x02").decode(), contentType="bytes")
+    rows = await eventually(lambda: len(js_app.records("echo")) == 3 and js_app.records("echo"))
+    seen = {r["body"]["type"]: r["body"]["body"] for r in rows}
+    assert seen["object"] == {"k": "v", "noEcho": False}
+    assert seen["string"] == "some text"
+    assert base64.b64decode(seen["Uint8Array"]["b64"]) == b"\x01\x02"
+
+
+async def test_js_consumer_ack_retry_and_dead_letter_follow_the_rules(js_app):
+    # retried every time: delivered max_retries + 1 times, then dead-lettered
+    await js_app.py_send({"retry": 0})
+    # an explicit ack() survives the handler throwing afterwards
+    await js_app.py_send({"ack": True, "fail": True})
+
+    async def settled() -> bool:
+        return await js_app.backlog("to-js") == 0 and await js_app.backlog("to-js-dlq") == 1
+
+    await eventually(settled, 30)
+    echoes = js_app.records("echo")
+    retried = sorted(r["body"]["attempts"] for r in echoes if r["body"]["body"] == {"retry": 0})
+    assert retried == [1, 2, 3]
+    acked = [r for r in echoes if r["body"]["body"] == {"ack": True, "fail": True}]
+    assert [r["body"]["attempts"] for r in acked][:1] == [1]
+    assert all(r["body"]["attempts"] == 1 for r in acked)
+
+
+async def test_retry_all_wins_over_the_handlers_success(js_app):
+    await js_app.py_send({"retryAll": 0, "ackAll": False, "noEcho": False})
+
+    def twice() -> bool:
+        return len(js_app.records("echo")) >= 2
+
+    await eventually(twice, 30)
+    attempts = [r["body"]["attempts"] for r in js_app.records("echo")]
+    assert attempts[:2] == [1, 2]
+
+
+async def test_js_send_refusals_reject_in_the_worker_with_cloudflares_codes(js_app):
+    status, out = await js_app.js_send(body={"x": 1}, delaySeconds=86_401)
+    assert status == 400 and not out["ok"]
+    assert "(10203)" in out["error"], out  # refused by ocd, cause and code as Cloudflare's
+    status, out = await js_app.js_send(body="x" * 128_001, contentType="text")
+    assert status == 400 and "(10204)" in out["error"], out
+    assert await js_app.backlog("to-py") == 0  # nothing stored
+
+
+async def test_js_metrics_are_the_queues(js_app):
+    await js_app.daemon.dispatchers[("local", "to-py")].drain(0)  # keep what is sent
+    for i in range(3):
+        await js_app.js_send(body={"i": i})
+    async with js_app.session.post(js_app.base + "/js/metrics", json={}) as r:
+        out = await r.json()
+    assert out["ok"] and out["result"]["backlogCount"] == 3
+
+
+async def test_console_lines_reach_ocds_log_tagged_with_the_worker(js_app, caplog):
+    caplog.set_level(logging.INFO)
+    await js_app.py_send({"logged": True})
+
+    def logged() -> list[logging.LogRecord]:
+        return [
+            r
+            for r in caplog.records
+            if getattr(r, "event", None) == "worker_log" and '"logged":true' in r.getMessage()
+        ]
+
+    lines = await eventually(logged, 30)
+    assert lines[0].worker == "jsapp"
+    assert lines[0].getMessage().startswith("worker jsapp: {")

@@ -1,0 +1,34 @@
+"""workerd and esbuild from npm, as ``tests/package.json`` pins them (the versions
+``ocd.js.toolchain`` names). ``.ci/run`` installs them into ``tests/node_modules``;
+elsewhere the JavaScript worker tests skip with the one line ``why_unavailable`` gives,
+unless ``OCD_REQUIRE_NODE=1`` (CI) makes that a failure."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ocd.js.toolchain import ESBUILD_VERSION, WORKERD_VERSION
+
+TESTS = Path(__file__).resolve().parent
+BIN = TESTS / "node_modules" / ".bin"
+WORKERD = BIN / "workerd"
+ESBUILD = BIN / "esbuild"
+JS_APP = TESTS / "apps" / "js_worker"
+INSTALL = "npm --prefix tests install"
+
+
+def why_unavailable() -> str | None:
+    """Why the JS worker tests cannot run here, in one line; None when they can."""
+    if not WORKERD.exists() or not ESBUILD.exists():
+        npm = "" if shutil.which("npm") else " (npm is missing: apt-get install -y nodejs npm)"
+        return (
+            f"workerd {WORKERD_VERSION} and esbuild {ESBUILD_VERSION} are not installed in "
+            f"tests/node_modules: run {INSTALL}{npm}"
+        )
+    return None
+
+
+def js_section() -> str:
+    """The ``[js]`` section pointing ocd at the pinned toolchain."""
+    return f'[js]\nworkerd = "{WORKERD}"\nesbuild = "{ESBUILD}"\n'

@@ -142,7 +142,11 @@ def _load(path: str) -> tuple[Config, list[LoadedWorker]]:
     config = load_config(path)
     for warning in config.warnings:
         log.warning("%s", warning, extra={"event": "config_warning"})
-    return config, load_workers(config.workers)
+    workers = load_workers(config.workers)
+    from ocd.js.host import check
+
+    check(config)  # JavaScript workers: toolchain, dates, bundles, and workerd loading them
+    return config, workers
 
 
 def _report_config_errors(e: ConfigError | WorkerLoadErrors) -> None:
@@ -185,8 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     if args.command == "check-config":
         print(
-            f"{args.config}: OK ({len(workers)} worker(s), {len(config.queues)} queue(s), "
-            f"{sum(len(w.config.consumers) for w in workers)} consumer(s))"
+            f"{args.config}: OK ({len(config.workers)} worker(s), {len(config.queues)} queue(s), "
+            f"{sum(len(w.consumers) for w in config.workers)} consumer(s))"
         )
         return EXIT_OK
     return _run(

@@ -340,23 +340,22 @@ class Daemon:
 
     def _log_summary(self) -> None:
         cfg = self.config
-        consumers = [
-            f"{c.queue}->{w.config.name}" for w in self.workers for c in w.config.consumers
-        ]
+        consumers = [f"{c.queue}->{w.name}" for w in cfg.workers for c in w.consumers]
+        workers = [w.name + (" (workerd)" if w.js else "") for w in cfg.workers]
         host = cfg.server.host
         shown = f"[{host}]" if ":" in host else host
         log.info(
             "ocd serving on http://%s:%d; workers: %s; queues: %s; consumers: %s; database: %s",
             shown,
             self.port,
-            ", ".join(w.config.name for w in self.workers) or "none",
+            ", ".join(workers) or "none",
             ", ".join(q.name for q in self.store.queues()) or "none",
             ", ".join(consumers) or "none",
             self.store.where,
             extra={
                 "event": "started",
                 "listen": f"{shown}:{self.port}",
-                "workers": len(self.workers),
+                "workers": len(workers),
                 "queues": len(self.store.queues()),
                 "consumers": len(consumers),
             },

@@ -116,8 +116,40 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     return Prepared(tools, tuple(prepared), out)
 
 
+def check(config: Config) -> None:
+    """What ``check-config`` (and ``serve``, before it opens anything) checks of the JS
+    workers: ``prepare``, then workerd loading the generated config once, so that a
+    syntax error at load is reported as a config problem, with workerd's own words."""
+    prepared = prepare(config)
+    if prepared is None:
+        return
+
+    async def trial() -> None:
+        host = WorkerdHost(config, prepared, None)
+        try:
+            await host.start()
+        finally:
+            await host.stop()
+
+    try:
+        asyncio.run(trial())
+    except WorkerdFailed as e:
+        w = js_workers(config)[0]
+        raise WorkerLoadErrors(
+            [
+                WorkerLoadError(
+                    w.name,
+                    w.source,
+                    w.key_path,
+                    "workerd refused the JavaScript worker(s):\n    "
+                    + "\n    ".join(str(e).splitlines()),
+                )
+            ]
+        ) from None
+
+
 class WorkerdHost:
-    def __init__(self, config: Config, prepared: Prepared, producer: Producer) -> None:
+    def __init__(self, config: Config, prepared: Prepared, producer: Producer | None) -> None:
         self.config = config
         self.prepared = prepared
         self.producer = producer

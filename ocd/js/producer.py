@@ -47,7 +47,10 @@ class ProducerEndpoint:
     """``bindings``: (worker, binding) -> (queue, account)."""
 
     def __init__(
-        self, producer: Producer, secret: str, bindings: Mapping[tuple[str, str], tuple[str, str]]
+        self,
+        producer: Producer | None,
+        secret: str,
+        bindings: Mapping[tuple[str, str], tuple[str, str]],
     ) -> None:
         self.producer = producer
         self.secret = f"Bearer {secret}".encode()
@@ -60,6 +63,11 @@ class ProducerEndpoint:
         app.router.add_get("/metrics", self.metrics)
         return app
 
+    def _live(self) -> Producer:
+        if self.producer is None:  # check-config's trial start of workerd
+            raise _refused(503, "ocd is only checking this config", UNAVAILABLE)
+        return self.producer
+
     async def _queue(self, request: web.Request) -> Any:
         given = request.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(given, self.secret):
@@ -69,7 +77,7 @@ class ProducerEndpoint:
         if target is None:
             raise _refused(403, f"no producer binding {key[1]} of worker {key[0]}", UNKNOWN_ERROR)
         queue, account = target
-        store = self.producer.store
+        store = self._live().store
         q = store.queue(queue, account) or await store.lookup(queue, account)
         if q is None:
             raise _refused(404, f"queue {queue} does not exist", 10104)
@@ -110,7 +118,7 @@ class ProducerEndpoint:
 
     async def metrics(self, request: web.Request) -> web.Response:
         q = await self._queue(request)
-        b = await self.producer.store.backlog(q)
+        b = await self._live().store.backlog(q)
         return web.json_response(
             {
                 "backlogCount": b.count,
@@ -121,7 +129,7 @@ class ProducerEndpoint:
 
     async def _send(self, q: Any, items: list[Any], batch_delay: int | None) -> web.Response:
         try:
-            backlog = await self.producer.send(q, items, batch_delay)
+            backlog = await self._live().send(q, items, batch_delay)
         except QueueSendError as e:
             raise _refused(400, e.cause, e.code) from None
         except TypeError as e:  # a FIFO queue's keys, a content type

@@ -614,6 +614,12 @@ class Daemon:
         """What ``ocd status`` shows: workers, queues with their counts, consumers."""
         return await OpsRoutes(self).report()
 
+    @property
+    def workerd_state(self) -> str | None:
+        if self.js is None:
+            return None
+        return "up" if self.js.up else "down"
+
     def force(self) -> None:
         """Stop waiting for in-flight batches: hand them back now."""
         for d in self.dispatchers.values():

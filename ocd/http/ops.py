@@ -40,6 +40,9 @@ class OpsSource(Protocol):
     def clock(self) -> Clock: ...
     @property
     def scheduler(self) -> Scheduler: ...
+    @property
+    def workerd_state(self) -> str | None:
+        """ "up" or "down" when JavaScript workers run in workerd; None without any."""
 
 
 class OpsRoutes:
@@ -58,22 +61,28 @@ class OpsRoutes:
         return web.json_response({"ok": True})
 
     async def readyz(self, request: web.Request) -> web.Response:
-        """Ready: database open and answering, workers loaded; 503 while starting,
-        reloading or draining, or while the database cannot be reached."""
+        """Ready: database open and answering, workers loaded (JavaScript ones: workerd
+        running); 503 while starting, reloading or draining, while the database cannot be
+        reached, or while workerd is down."""
         state = self.source.state
         store = self.source.store
         full = store.full()
         database = "ok" if store.available() else "unavailable"
         if full is not None:
             database = "full"
-        ready = state == "ready" and database == "ok"
+        workerd = self.source.workerd_state
+        ready = state == "ready" and database == "ok" and workerd != "down"
         body: dict[str, Any] = {"ready": ready, "state": state, "database": database}
+        if workerd is not None:
+            body["workerd"] = workerd
         if database == "full":
             body["reason"] = full
         elif database == "unavailable":
             body["reason"] = f"the queue database cannot be reached ({store.where})"
         elif state != "ready":
             body["reason"] = f"ocd is {state}"
+        elif workerd == "down":
+            body["reason"] = "workerd, which runs the JavaScript workers, is restarting"
         return web.json_response(body, status=200 if ready else 503)
 
     async def status(self, request: web.Request) -> web.Response:

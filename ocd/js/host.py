@@ -126,6 +126,7 @@ def check(config: Config) -> None:
 
     async def trial() -> None:
         host = WorkerdHost(config, prepared, None)
+        host.announce = False
         try:
             await host.start()
         finally:
@@ -162,6 +163,7 @@ class WorkerdHost:
         self._stopping = False
         self.down_since: float | None = None
         self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self.announce = True  # log workerd_started (not for check-config's trial)
 
     # ------------------------------------------------------------ addresses
 
@@ -218,6 +220,8 @@ class WorkerdHost:
         if old is not None:
             await old.close()
         self.down_since = None
+        if not self.announce:
+            return
         log.info(
             "workerd %s serving %d JavaScript worker(s): %s",
             toolchain.WORKERD_VERSION,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -22,6 +23,14 @@ READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 5.0
 _TAGGED = re.compile(re.escape(LOG_TAG).replace(r"\{name\}", r"([A-Za-z0-9_-]+)") + r" ?")
 _SERVICE = re.compile(r"service w_([A-Za-z0-9_-]+): ")
+
+
+def _die_with_parent() -> None:
+    """In the child: workerd gets SIGKILL when ocd dies, even by kill -9 (Linux's
+    PR_SET_PDEATHSIG), so that no orphan keeps serving old code beside a new ocd."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class WorkerdFailed(Exception):
@@ -59,7 +68,7 @@ class Workerd:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(write_fd,),
-                start_new_session=False,
+                preexec_fn=_die_with_parent,
             )
         finally:
             os.close(write_fd)

@@ -1,8 +1,9 @@
 // A test Worker in TypeScript, run by ocd in workerd. Its fetch sends what the test asks
 // through env.QUEUE; its queue() logs one JSON line per message ({"record": ...}), which
 // reaches ocd's log tagged with the worker, then acts as a dict body says: {"ack": true},
-// {"retry": N}, {"fail": true}, {"ackAll": true}, {"retryAll": N}, {"echo": true} (sends
-// the body on through env.ECHO as json, with the type it arrived as).
+// {"retry": N}, {"fail": true}, {"ackAll": true}, {"retryAll": N}, {"sleepFirst": ms} (on
+// its first attempt only); then, unless {"noEcho": true}, it sends the body on through
+// env.ECHO as json, with the type it arrived as and its attempt.
 import { describe } from "./describe";
 
 interface Env {
@@ -65,6 +66,7 @@ export default {
         if (body.fail) fail = true;
         if (body.ackAll) batch.ackAll();
         if ("retryAll" in body) batch.retryAll({ delaySeconds: body.retryAll });
+        if (body.sleepFirst && m.attempts === 1) await new Promise((r) => setTimeout(r, body.sleepFirst));
       }
       if (env.ECHO && !(body && body.noEcho)) {
         await env.ECHO.send({ from: "js", id: m.id, attempts: m.attempts, ...describe(body) });

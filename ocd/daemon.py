@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 import runtime
-from ocd import loader
+from ocd import cron, loader
 from ocd.admin import Admin
 from ocd.api.app import add_api
 from ocd.api.context import ApiContext
@@ -46,7 +46,7 @@ from ocd.posture import weakenings
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.python_handler import QueueCall
-from ocd.scheduler import Scheduler, schedules_of
+from ocd.scheduler import Schedule, Scheduler, schedules_of
 from ocd.store import Store, make_store
 from runtime.unsupported import Unsupported
 
@@ -140,7 +140,7 @@ class Daemon:
             envs = {w.config.name: self._env(w.config) for w in self.workers}
             for key, (worker, policy, kind) in self._consumer_plan(self.workers, envs).items():
                 self._start_dispatcher(key, worker, policy, kind)
-            self.scheduler.set_schedules(schedules_of(self.workers, envs))
+            self.scheduler.set_schedules(self._schedules(self.workers, envs))
             self._supervise("ocd-cron", self.scheduler.run())
             self._supervise("ocd-retention", self._retention_loop())
             if isinstance(self.clock, SteadyClock):
@@ -159,6 +159,23 @@ class Daemon:
         self.notifier.ready(self.status_line())
         self._supervise("ocd-watchdog", self.notifier.watchdog())
         self._supervise("ocd-status", self._status_loop())
+
+    def _schedules(self, workers: list[LoadedWorker], envs: dict[str, runtime.Env]) -> list[Any]:
+        """Cron triggers of Python workers, and of JavaScript ones (through the bridge)."""
+        schedules = schedules_of(workers, envs)
+        if self.js is not None:
+            for wc in js_workers(self.config):
+                for expr in wc.crons:
+                    schedules.append(
+                        Schedule(
+                            wc.name,
+                            cron.parse(expr),
+                            self.js.scheduled(wc.name),
+                            runtime.Env({}),
+                            wc.handler_timeout_s,
+                        )
+                    )
+        return schedules
 
     async def _start_js(self) -> None:
         """Bundle the JavaScript workers and start workerd for them (if there are any)."""
@@ -598,7 +615,7 @@ class Daemon:
         changes += [f"worker {n} removed" for n in sorted(before - after)]
         changes += [f"worker {n} reloaded" for n in sorted(before & after)]
         self.workers = workers
-        self.scheduler.set_schedules(schedules_of(workers, envs))
+        self.scheduler.set_schedules(self._schedules(workers, envs))
         if self.router is not None:
             self.router.set_routes(self._routes(envs))
         if self.api is not None:

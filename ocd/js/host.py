@@ -16,10 +16,11 @@ import logging
 import secrets
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -294,6 +295,27 @@ class WorkerdHost:
                 extra={"event": "fetch_failed", "worker": worker},
             )
             return web.Response(status=502, text="the JavaScript worker did not answer\n")
+
+    def scheduled(self, worker: str) -> Callable[..., Awaitable[None]]:
+        """``worker``'s ``scheduled()`` as the scheduler calls a handler: through the
+        bridge (``Fetcher.scheduled``); raises unless its outcome is ``ok``."""
+
+        async def call(controller: Any, env: Any, ctx: Any) -> None:
+            bridge = self.bridge()
+            if bridge is None:
+                raise RuntimeError("workerd, which runs the JavaScript workers, is not running")
+            url = f"http://workerd/scheduled/{capnp.bridge_binding(worker)}"
+            body = {"cron": controller.cron, "scheduledTime": controller.scheduledTime}
+            async with bridge.session.post(url, json=body, headers=bridge.headers) as r:
+                if r.status != 200:
+                    raise RuntimeError(f"the bridge answered {r.status}: {await r.text()}")
+                result = await r.json()
+            if result.get("noRetry"):
+                controller.noRetry()
+            if result.get("outcome") != "ok":
+                raise RuntimeError(f"scheduled() ended with outcome {result.get('outcome')}")
+
+        return call
 
     def kind(self, worker: str) -> WorkerdKind:
         return WorkerdKind(worker, self.bridge)

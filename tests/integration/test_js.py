@@ -65,6 +65,7 @@ name = "jsapp"
 main = "{main}"
 compatibility_date = "2026-11-01"
 routes = ["/js"]
+crons = ["*/5 * * * *", "0 0 1 1 *"]
 
 [[workers.queues.producers]]
 binding = "QUEUE"
@@ -230,3 +231,23 @@ async def test_console_lines_reach_ocds_log_tagged_with_the_worker(js_app, caplo
     lines = await eventually(logged, 30)
     assert lines[0].worker == "jsapp"
     assert lines[0].getMessage().startswith("worker jsapp: {")
+
+
+async def test_a_js_cron_runs_scheduled_through_the_bridge(js_app):
+    url = js_app.base + "/__ocd/scheduled?worker=jsapp&cron=*/5+*+*+*+*"
+    async with js_app.session.post(url) as r:
+        out = await r.json()
+        assert r.status == 200, out
+    assert [(x["worker"], x["outcome"]) for x in out["ran"]] == [("jsapp", "ok")]
+    rows = await eventually(lambda: js_app.records("echo"), 30)
+    assert rows[0]["body"] == {
+        "from": "cron",
+        "cron": "*/5 * * * *",
+        "time": out["ran"][0]["scheduledTime"],
+    }
+    # a scheduled() that throws is a failed run, said as such
+    async with js_app.session.post(
+        js_app.base + "/__ocd/scheduled?worker=jsapp&cron=0+0+1+1+*"
+    ) as r:
+        out = await r.json()
+    assert [x["outcome"] for x in out["ran"]] == ["exception"]

@@ -55,6 +55,12 @@ export default {
     return new Response(`hello from ${request.method} ${path}`, { headers: { "X-Worker": "js" } });
   },
 
+  async scheduled(controller: ScheduledController, env: Env): Promise<void> {
+    console.log(JSON.stringify({ scheduled: controller.cron, time: controller.scheduledTime }));
+    if (controller.cron === "0 0 1 1 *") throw new Error("this schedule fails");
+    if (env.ECHO) await env.ECHO.send({ from: "cron", cron: controller.cron, time: controller.scheduledTime });
+  },
+
   async queue(batch: MessageBatch, env: Env): Promise<void> {
     let fail = false;
     for (const m of batch.messages) {

@@ -75,6 +75,15 @@ queue = "to-py"
 binding = "ECHO"
 queue = "echo"
 
+[[workers.queues.producers]]
+binding = "ORDERS"
+queue = "orders.fifo"
+
+[[workers.queues.consumers]]
+queue = "js-orders.fifo"
+max_batch_size = 10
+max_batch_timeout = 0
+
 [[workers.queues.consumers]]
 queue = "to-js"
 max_batch_size = 10
@@ -91,6 +100,10 @@ vars = {{ RECORD = "{record}" }}
 [[workers.queues.producers]]
 binding = "QUEUE"
 queue = "to-js"
+
+[[workers.queues.producers]]
+binding = "FIFO"
+queue = "js-orders.fifo"
 
 [[workers.queues.consumers]]
 queue = "to-py"
@@ -251,3 +264,30 @@ async def test_a_js_cron_runs_scheduled_through_the_bridge(js_app):
     ) as r:
         out = await r.json()
     assert [x["outcome"] for x in out["ran"]] == ["exception"]
+
+
+async def test_a_js_producer_cannot_send_to_a_fifo_queue_and_is_told_why(js_app):
+    status, out = await js_app.js_send(binding="ORDERS", body={"x": 1})
+    assert status == 400 and not out["ok"]
+    assert "messageGroupId is required on the FIFO queue orders.fifo" in out["error"], out
+    assert await js_app.backlog("orders.fifo") == 0
+
+
+async def test_a_js_consumer_of_a_fifo_queue_gets_each_group_in_order(js_app):
+    async with js_app.session.post(
+        js_app.base + "/send-batch",
+        json={
+            "binding": "FIFO",
+            "messages": [
+                {"body": {"g": g, "i": i}, "messageGroupId": g, "messageDeduplicationId": f"{g}{i}"}
+                for i in range(5)
+                for g in "ab"
+            ],
+        },
+    ) as r:
+        assert r.status == 200, await r.text()
+    rows = await eventually(lambda: len(js_app.records("echo")) == 10 and js_app.records("echo"))
+    for g in "ab":
+        assert [r["body"]["body"]["i"] for r in rows if r["body"]["body"]["g"] == g] == list(
+            range(5)
+        )

@@ -12,6 +12,7 @@ interface Env {
 }
 
 type Spec = {
+  binding?: string;
   body?: unknown;
   b64?: string;
   contentType?: QueueContentType;
@@ -36,7 +37,8 @@ export default {
         const options: QueueSendOptions = {};
         if (spec.contentType) options.contentType = spec.contentType;
         if (spec.delaySeconds !== undefined) options.delaySeconds = spec.delaySeconds;
-        const result = await env.QUEUE.send(bodyOf(spec), options);
+        const queue = (env as any)[spec.binding ?? "QUEUE"] as Queue;
+        const result = await queue.send(bodyOf(spec), options);
         return Response.json({ ok: true, result });
       }
       if (path.endsWith("/send-batch")) {

@@ -27,7 +27,14 @@ from ocd.api.envelope import error_response
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config, ConsumerConfig, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
-from ocd.errors import ConfigError, OcdError, StoreError, StoreLoopDied, WorkerLoadErrors
+from ocd.errors import (
+    ConfigError,
+    OcdError,
+    StoreError,
+    StoreLoopDied,
+    WorkerLoadError,
+    WorkerLoadErrors,
+)
 from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.guard import Gate, GuardedSite, Timeouts, gate_for
@@ -176,6 +183,41 @@ class Daemon:
                         )
                     )
         return schedules
+
+    async def _reload_js(self, config: Config) -> tuple[WorkerdHost | None, str | None]:
+        """The host the new config's JavaScript workers run on, and what changed: the
+        running one when bundles and generated config are the same, else a new workerd,
+        already listening (old batches finish on the old one, which then stops)."""
+        prepared = await asyncio.to_thread(prepare, config)
+        if prepared is None:
+            return None, "workerd stopped (no JavaScript workers)" if self.js else None
+        if self.js is not None and self.js.prepared.fingerprint == prepared.fingerprint:
+            return self.js, None
+        host = WorkerdHost(config, prepared, self.producer)
+        try:
+            await host.start()
+        except WorkerdFailed as e:
+            await host.stop()
+            w = js_workers(config)[0]
+            raise WorkerLoadErrors(
+                [WorkerLoadError(w.name, w.source, w.key_path, f"workerd refused it:\n{e}")]
+            ) from e
+        return host, "JavaScript workers rebundled, running on a new workerd"
+
+    def _retire_js(self, old: WorkerdHost) -> None:
+        """Stop a replaced workerd once the batches in flight now (some may be on it) are
+        done, within the longest handler timeout."""
+        inflight = {t for d in self.dispatchers.values() for t in d.inflight_tasks}
+        wait_s = max((w.handler_timeout_s for w in self.config.workers), default=900.0)
+
+        async def retire() -> None:
+            if inflight:
+                await asyncio.wait(inflight, timeout=wait_s)
+            await old.stop()
+
+        task = asyncio.create_task(retire(), name="ocd-workerd-retire")
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def _start_js(self) -> None:
         """Bundle the JavaScript workers and start workerd for them (if there are any)."""
@@ -535,6 +577,7 @@ class Daemon:
                 if weaker:  # judged against where the sockets are bound, not where it says
                     raise ConfigError(weaker)
                 workers = load_workers(config, fresh=True)
+                js, js_change = await self._reload_js(config)
             except (ConfigError, WorkerLoadErrors) as e:
                 log.error(
                     "reload rejected, the running configuration stays:\n%s",
@@ -543,7 +586,12 @@ class Daemon:
                 )
                 self.last_reload = {"at_ms": self.clock(), "applied": False, "error": str(e)}
                 return False
+            old_js, self.js = self.js, js
             summary = await self._apply(config, workers)
+            if old_js is not None and old_js is not js:
+                self._retire_js(old_js)
+            if js_change:
+                summary = f"{summary}; {js_change}" if summary else js_change
             self.last_reload = {"at_ms": self.clock(), "applied": True, "summary": summary}
             if self.ui is not None:
                 self.ui.reconfigure()

@@ -352,6 +352,10 @@ class Dispatcher:
     def inflight(self) -> int:
         return len(self._inflight)
 
+    @property
+    def inflight_tasks(self) -> set[asyncio.Task[None]]:
+        return set(self._inflight)
+
     async def drain(self, timeout_s: float) -> None:
         """Let in-flight batches finish for up to ``timeout_s``, then hand the rest back
         without spending an attempt."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import secrets
 import shutil
@@ -47,6 +48,7 @@ class Prepared:
     tools: toolchain.Toolchain
     workers: tuple[capnp.JsWorker, ...]
     dir: Path  # <data_dir>/workerd: bundles, bridge.js, config.capnp
+    fingerprint: str  # of the bundles and everything the generated config says
 
 
 def js_workers(config: Config) -> list[WorkerConfig]:
@@ -114,7 +116,17 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
         raise WorkerLoadErrors(errors)
     source = resources.files("ocd.js").joinpath("bridge.js")
     (out / "bridge.js").write_text(source.read_text())
-    return Prepared(tools, tuple(prepared), out)
+    digest = hashlib.sha256(repr((tools, prepared, _bindings(config))).encode())
+    for jw in prepared:
+        digest.update((out / jw.module_path).read_bytes())
+    return Prepared(tools, tuple(prepared), out, digest.hexdigest())
+
+
+def _bindings(config: Config) -> dict[tuple[str, str], tuple[str, str]]:
+    """(worker, producer binding) -> (queue, account), for the producer endpoint."""
+    return {
+        (w.name, p.binding): (p.queue, w.account) for w in js_workers(config) for p in w.producers
+    }
 
 
 def check(config: Config) -> None:
@@ -179,12 +191,7 @@ class WorkerdHost:
     async def start(self) -> None:
         """The producer endpoint, then workerd; ``WorkerdFailed`` (with workerd's own
         words) if it exits before it listens."""
-        bindings = {
-            (w.name, p.binding): (p.queue, w.account)
-            for w in js_workers(self.config)
-            for p in w.producers
-        }
-        endpoint = ProducerEndpoint(self.producer, self.secret, bindings)
+        endpoint = ProducerEndpoint(self.producer, self.secret, _bindings(self.config))
         self._runner = web.AppRunner(endpoint.app(), access_log=None)
         await self._runner.setup()
         await web.UnixSite(self._runner, str(self._sock("producer"))).start()

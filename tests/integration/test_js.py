@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -120,12 +122,26 @@ name = "to-js-dlq"
 
 @pytest.fixture
 async def js_app(tmp_path, store_section):
+    async for app in _js_app(tmp_path, store_section, JS_APP):
+        yield app
+
+
+@pytest.fixture
+async def js_app_copy(tmp_path, store_section):
+    """The app from a copy of the worker's sources, which the test may change."""
+    src = tmp_path / "js_worker"
+    shutil.copytree(JS_APP, src)
+    async for app in _js_app(tmp_path, store_section, src):
+        yield app
+
+
+async def _js_app(tmp_path: Path, store_section: str, app: Path) -> AsyncIterator[JsApp]:
     cfg = tmp_path / "ocd.toml"
     cfg.write_text(
         CONFIG.format(
             store=store_section,
             js=js_section(),
-            main=JS_APP / "src" / "index.ts",
+            main=app / "src" / "index.ts",
             recorder=APPS / "recorder.py",
             record=tmp_path / "record.jsonl",
         )
@@ -291,3 +307,37 @@ async def test_a_js_consumer_of_a_fifo_queue_gets_each_group_in_order(js_app):
         assert [r["body"]["body"]["i"] for r in rows if r["body"]["body"]["g"] == g] == list(
             range(5)
         )
+
+
+async def test_a_reload_rebundles_and_switches_workerd_without_losing_or_repeating(js_app_copy):
+    app = js_app_copy
+    old_host = app.daemon.js
+    # a batch in flight on the old workerd across the switch
+    await app.py_send({"sleepFirst": 1500, "tag": "across"})
+    await eventually(lambda: app.daemon.dispatchers[("local", "to-js")].inflight == 1)
+    index = app.tmp / "js_worker" / "src" / "index.ts"
+    index.write_text(index.read_text().replace("hello from", "hello again from"))
+    assert await app.daemon.reload()
+    assert app.daemon.js is not old_host
+    async with app.session.get(app.base + "/js/x") as r:
+        assert await r.text() == "hello again from GET /js/x"
+    await app.py_send({"tag": "after"})
+    rows = await eventually(lambda: len(app.records("echo")) >= 2 and app.records("echo"), 30)
+    tags = sorted((r["body"]["body"]["tag"], r["body"]["attempts"]) for r in rows)
+    assert tags == [("across", 1), ("after", 1)]  # once each: nothing lost, nothing repeated
+    await eventually(lambda: not old_host.up, 30)  # the old workerd stops once it is done
+    # nothing changed: the running workerd stays
+    assert await app.daemon.reload()
+    assert app.daemon.js is not None and app.daemon.js.up
+
+
+async def test_a_reload_with_a_broken_js_worker_keeps_the_running_one(js_app_copy):
+    app = js_app_copy
+    running = app.daemon.js
+    index = app.tmp / "js_worker" / "src" / "index.ts"
+    index.write_text("export default {\n  async fetch( {\n")
+    assert not await app.daemon.reload()
+    assert app.daemon.js is running and running is not None and running.up
+    assert "esbuild could not bundle it" in app.daemon.last_reload["error"]
+    async with app.session.get(app.base + "/js/x") as r:
+        assert await r.text() == "hello from GET /js/x"

@@ -408,6 +408,165 @@ async def test_fifo_queue(sqs: SqsDaemon) -> None:
     assert a["MessageId"] == b["MessageId"]
 
 
+# ---------------------------------------------------------------- SQS's own words for errors
+
+
+def _error(e: pytest.ExceptionInfo[botocore.exceptions.ClientError]) -> tuple[str, str]:
+    err = e.value.response["Error"]
+    return err["Code"], err["Message"]
+
+
+async def test_batch_entry_problems_fail_alone_request_problems_fail_the_call(
+    sqs: SqsDaemon,
+) -> None:
+    c = sqs.sqs
+    url = await _create(sqs, "small", MaximumMessageSize="1024")
+    bad_attr = {"a": {"DataType": "String", "StringValue": ""}}
+    out = await sqs.call(
+        c.send_message_batch,
+        QueueUrl=url,
+        Entries=[
+            {"Id": "ok", "MessageBody": "fine"},
+            {"Id": "late", "MessageBody": "x", "DelaySeconds": 901},
+            {"Id": "big", "MessageBody": "b" * 1025},
+            {"Id": "attr", "MessageBody": "x", "MessageAttributes": bad_attr},
+        ],
+    )
+    assert [r["Id"] for r in out["Successful"]] == ["ok"]
+    assert {f["Id"]: (f["Code"], f["Message"], f["SenderFault"]) for f in out["Failed"]} == {
+        "late": (
+            "InvalidParameterValue",
+            "Value 901 for parameter DelaySeconds is invalid. Reason: DelaySeconds must be "
+            ">= 0 and <= 900.",
+            True,
+        ),
+        "big": (
+            "InvalidParameterValue",
+            "One or more parameters cannot be validated. Reason: Message must be shorter than "
+            "1024 bytes.",
+            True,
+        ),
+        "attr": (
+            "InvalidParameterValue",
+            "Message (user) attribute 'a' must contain a non-empty value of type 'String'.",
+            True,
+        ),
+    }
+    # the same problems in a SendMessage fail it, in the single-message wording
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.send_message, QueueUrl=url, MessageBody="x", DelaySeconds=901)
+    assert _error(e)[1].endswith("Reason: DelaySeconds must be >= 0 and <= 900.")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.send_message, QueueUrl=url, MessageBody="b" * 1025)
+    assert _error(e) == (
+        "InvalidParameterValue",
+        "One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes.",
+    )
+    # an empty batch names the batch action
+    for op, kw in (
+        (c.send_message_batch, "SendMessageBatch"),
+        (c.delete_message_batch, "DeleteMessageBatch"),
+        (c.change_message_visibility_batch, "ChangeMessageVisibilityBatch"),
+    ):
+        with pytest.raises(c.exceptions.EmptyBatchRequest) as e:
+            await sqs.call(op, QueueUrl=url, Entries=[])
+        assert _error(e) == (
+            "AWS.SimpleQueueService.EmptyBatchRequest",
+            f"There should be at least one {kw}RequestEntry in the request.",
+        )
+    # a FIFO entry without its group or deduplication id fails the whole batch, sending none
+    fifo = await _create(sqs, "strict.fifo", FifoQueue="true")
+    good = {"Id": "ok", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "d"}
+    for entry, message in (
+        (
+            {"Id": "nogroup", "MessageBody": "y", "MessageDeduplicationId": "e"},
+            "The request must contain the parameter MessageGroupId.",
+        ),
+        (
+            {"Id": "nodedup", "MessageBody": "y", "MessageGroupId": "g"},
+            "The queue should either have ContentBasedDeduplication enabled or "
+            "MessageDeduplicationId provided explicitly",
+        ),
+    ):
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            await sqs.call(c.send_message_batch, QueueUrl=fifo, Entries=[good, entry])
+        assert _error(e) == ("InvalidParameterValue", message)
+    got = await sqs.call(c.receive_message, QueueUrl=fifo, WaitTimeSeconds=0)
+    assert "Messages" not in got
+
+
+async def test_invalid_receipt_handles_in_sqs_words(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = await _create(sqs, "handles")
+    text = 'The input receipt handle "bogus" is not a valid receipt handle.'
+    with pytest.raises(c.exceptions.ReceiptHandleIsInvalid) as e:
+        await sqs.call(c.delete_message, QueueUrl=url, ReceiptHandle="bogus")
+    assert _error(e) == ("ReceiptHandleIsInvalid", text)
+    with pytest.raises(c.exceptions.ReceiptHandleIsInvalid) as e:
+        await sqs.call(
+            c.change_message_visibility, QueueUrl=url, ReceiptHandle="bogus", VisibilityTimeout=5
+        )
+    assert _error(e) == ("ReceiptHandleIsInvalid", text)
+    entries = [{"Id": "b", "ReceiptHandle": "bogus"}]
+    out = await sqs.call(c.delete_message_batch, QueueUrl=url, Entries=entries)
+    assert out["Failed"] == [
+        {"Id": "b", "SenderFault": True, "Code": "ReceiptHandleIsInvalid", "Message": text}
+    ]
+    out = await sqs.call(
+        c.change_message_visibility_batch,
+        QueueUrl=url,
+        Entries=[{**entries[0], "VisibilityTimeout": 5}],
+    )
+    assert out["Failed"] == [
+        {"Id": "b", "SenderFault": True, "Code": "ReceiptHandleIsInvalid", "Message": text}
+    ]
+
+
+async def test_create_queue_of_an_existing_name_with_other_attributes(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = await _create(sqs, "again", DelaySeconds="5")
+    assert await _create(sqs, "again", DelaySeconds="5") == url
+    with pytest.raises(c.exceptions.QueueNameExists) as e:
+        await _create(sqs, "again", DelaySeconds="6")
+    assert _error(e) == (
+        "QueueAlreadyExists",
+        "A queue already exists with the same name and a different value for attribute "
+        "DelaySeconds",
+    )
+    # attributes only a FIFO queue has are unknown on a standard one, in SQS's words
+    with pytest.raises(c.exceptions.InvalidAttributeName) as e:
+        await _create(sqs, "plain", DeduplicationScope="queue")
+    assert (
+        _error(e)[1] == "You can specify the DeduplicationScope only when FifoQueue is set to true."
+    )
+    with pytest.raises(c.exceptions.InvalidAttributeName) as e:
+        await _create(sqs, "plain", ContentBasedDeduplication="true")
+    assert _error(e)[1] == "Unknown Attribute ContentBasedDeduplication."
+
+
+async def test_a_body_over_the_listeners_limit_is_a_message_too_long(sqs: SqsDaemon) -> None:
+    """The listener reads at most 2 MiB; a larger request is answered in SQS's envelope
+    with SQS's error, its body read to the end so the connection survives."""
+    c = sqs.sqs
+    url = await _create(sqs, "huge")
+    body = "h" * (3 * 1024 * 1024)
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.send_message, QueueUrl=url, MessageBody=body)
+    assert _error(e) == (
+        "InvalidParameterValue",
+        "One or more parameters are invalid. Reason: Message must be shorter than 1048576 bytes.",
+    )
+    with pytest.raises(c.exceptions.BatchRequestTooLong) as e:
+        await sqs.call(
+            c.send_message_batch, QueueUrl=url, Entries=[{"Id": "a", "MessageBody": body}]
+        )
+    assert _error(e)[1].startswith("Batch requests cannot be longer than 1048576 bytes.")
+    # the same client (and its kept-alive connection) goes on working
+    await sqs.call(c.send_message, QueueUrl=url, MessageBody="small")
+    got = await sqs.call(c.receive_message, QueueUrl=url, WaitTimeSeconds=5)
+    assert [m["Body"] for m in got["Messages"]] == ["small"]
+
+
 # ---------------------------------------------------------------- one store for everything
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import boto3
 import botocore
+import botocore.exceptions
 import botocore.session
 import pytest
 from botocore.config import Config
@@ -224,3 +225,40 @@ async def test_raw_form_requests_as_curl_sends_them(sqs: SqsDaemon) -> None:
     assert root.findtext("s:RequestId", namespaces=NS)
     status, root = await _form(sqs, "/", {"Action": "Frobnicate", **v})
     assert status == 400 and root.findtext("s:Error/s:Code", namespaces=NS) == "InvalidAction"
+
+
+async def test_errors_in_sqss_words_over_the_query_protocol(sqs: SqsDaemon) -> None:
+    c = query_client(sqs.endpoint)
+
+    async def error(fn: Any, **kw: Any) -> tuple[str, str]:
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            await sqs.call(fn, **kw)
+        return e.value.response["Error"]["Code"], e.value.response["Error"]["Message"]
+
+    url = (await sqs.call(c.create_queue, QueueName="qw", Attributes={"DelaySeconds": "1"}))[
+        "QueueUrl"
+    ]
+    assert await error(c.create_queue, QueueName="qw", Attributes={"DelaySeconds": "2"}) == (
+        "QueueAlreadyExists",
+        "A queue already exists with the same name and a different value for attribute "
+        "DelaySeconds",
+    )
+    assert await error(c.delete_message, QueueUrl=url, ReceiptHandle="bogus") == (
+        "ReceiptHandleIsInvalid",
+        'The input receipt handle "bogus" is not a valid receipt handle.',
+    )
+    assert await error(c.delete_message_batch, QueueUrl=url, Entries=[]) == (
+        "AWS.SimpleQueueService.EmptyBatchRequest",
+        "There should be at least one DeleteMessageBatchRequestEntry in the request.",
+    )
+    # a body over the listener's limit: SQS's error in the XML envelope, the connection kept
+    big = "q" * (3 * 1024 * 1024)
+    assert await error(c.send_message, QueueUrl=url, MessageBody=big) == (
+        "InvalidParameterValue",
+        "One or more parameters are invalid. Reason: Message must be shorter than 1048576 bytes.",
+    )
+    code, _ = await error(
+        c.send_message_batch, QueueUrl=url, Entries=[{"Id": "a", "MessageBody": big}]
+    )
+    assert code == "AWS.SimpleQueueService.BatchRequestTooLong"
+    await sqs.call(c.send_message, QueueUrl=url, MessageBody="small")

@@ -75,7 +75,7 @@ async def test_permissions_are_statements_of_the_policy_attribute(sqs: SqsDaemon
     policy = json.loads((await _attrs(sqs, url, "Policy"))["Policy"])
     (st,) = policy["Statement"]
     assert st["Sid"] == "send-from-b" and st["Effect"] == "Allow"
-    assert st["Principal"] == {"AWS": ["arn:aws:iam::111122223333:root"]}
+    assert st["Principal"] == {"AWS": "arn:aws:iam::111122223333:root"}
     assert st["Action"] == ["SQS:SendMessage", "SQS:ReceiveMessage"]
     assert st["Resource"] == "arn:aws:sqs:us-east-1:000000000000:shared"
     with pytest.raises(botocore.exceptions.ClientError) as e:
@@ -89,6 +89,77 @@ async def test_permissions_are_statements_of_the_policy_attribute(sqs: SqsDaemon
     with pytest.raises(botocore.exceptions.ClientError) as e:
         await sqs.call(c.remove_permission, QueueUrl=url, Label="send-from-b")
     assert e.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+def _error(e: pytest.ExceptionInfo[botocore.exceptions.ClientError]) -> tuple[str, str]:
+    err = e.value.response["Error"]
+    return err["Code"], err["Message"]
+
+
+async def test_tag_and_permission_refusals_are_sqss(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = (await sqs.call(c.create_queue, QueueName="picky"))["QueueUrl"]
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.tag_queue, QueueUrl=url, Tags={})
+    assert _error(e) == ("MissingParameter", "The request must contain the parameter Tags.")
+    await sqs.call(c.tag_queue, QueueUrl=url, Tags={f"k{i}": "v" for i in range(50)})
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.tag_queue, QueueUrl=url, Tags={"one-more": "v"})
+    assert _error(e) == ("InvalidParameterValue", "Too many tags added for queue picky.")
+    assert len((await sqs.call(c.list_queue_tags, QueueUrl=url))["Tags"]) == 50
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.untag_queue, QueueUrl=url, TagKeys=[])
+    assert _error(e) == (
+        "InvalidParameterValue",
+        "Tag keys must be between 1 and 128 characters in length.",
+    )
+
+    async def add(accounts: list[str], actions: list[str]) -> tuple[str, str]:
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            await sqs.call(
+                c.add_permission, QueueUrl=url, Label="l", AWSAccountIds=accounts, Actions=actions
+            )
+        return _error(e)
+
+    assert await add(["111122223333"], ["CreateQueue"]) == (
+        "InvalidParameterValue",
+        "Value SQS:CreateQueue for parameter ActionName is invalid. Reason: Only the queue "
+        "owner is allowed to invoke this action.",
+    )
+    assert await add(["111122223333"], ["Frobnicate"]) == (
+        "InvalidParameterValue",
+        "Value SQS:Frobnicate for parameter ActionName is invalid. Reason: Please refer to the "
+        "appropriate WSDL for a list of valid actions.",
+    )
+    assert await add(["not-an-id"], ["SendMessage"]) == (
+        "InvalidParameterValue",
+        "Value [not-an-id] for parameter PrincipalId is invalid. Reason: Unable to verify.",
+    )
+    assert await add(["111122223333"], ["SendMessage"] * 8) == (
+        "OverLimit",
+        "8 Actions were found, maximum allowed is 7.",
+    )
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(c.remove_permission, QueueUrl=url, Label="never")
+    assert _error(e) == (
+        "InvalidParameterValue",
+        "Value never for parameter Label is invalid. Reason: can't find label.",
+    )
+    # one action (and one account) is written as a string, as SQS writes it
+    await sqs.call(
+        c.add_permission,
+        QueueUrl=url,
+        Label="one",
+        AWSAccountIds=["111122223333", "444455556666"],
+        Actions=["SendMessage"],
+    )
+    policy = json.loads((await _attrs(sqs, url, "Policy"))["Policy"])
+    assert policy["Version"] == "2008-10-17"
+    (st,) = policy["Statement"]
+    assert st["Action"] == "SQS:SendMessage"
+    assert st["Principal"] == {
+        "AWS": ["arn:aws:iam::111122223333:root", "arn:aws:iam::444455556666:root"]
+    }
 
 
 async def test_unmapped_attributes_are_kept_and_shown(sqs: SqsDaemon) -> None:

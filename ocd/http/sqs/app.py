@@ -11,8 +11,10 @@ them, every request must carry a valid SigV4 signature of an account's ``sqs_key
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import re
 import uuid
 from typing import Any
 from urllib.parse import parse_qsl
@@ -20,16 +22,20 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from ocd.errors import OcdError, StoreError, StoreFull, StoreUnavailable
-from ocd.http.body import BodyError, ClientGone, read_body
+from ocd.http.body import BodyError, ClientGone, policy_of, read_body
 from ocd.http.sqs import query, sigv4
 from ocd.http.sqs.actions import ACTIONS
 from ocd.http.sqs.context import Call, SqsContext
-from ocd.http.sqs.errors import SqsError
+from ocd.http.sqs.errors import SqsError, invalid
+from ocd.http.sqs.message_actions import MAX_BATCH_BYTES, too_long
+from ocd.http.sqs.queues import MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 JSON_TYPE = "application/x-amz-json-1.0"
 XML_TYPE = "text/xml"
 TARGET_PREFIX = "AmazonSQS."
+DRAIN_FACTOR = 16  # a body over the limit is read and dropped up to this many limits
+_ACTION = re.compile(rb"(?:^|&)Action=([A-Za-z]+)")
 
 
 def _reply(
@@ -117,6 +123,8 @@ class SqsApp:
             raw = await _body(request, op)
         except _BodyRefused as e:
             return e.response
+        except _TooLarge as e:
+            return _closing(error_reply(_too_large(op, request, e.message)), e.drained)
         try:
             caller = self._caller(request, raw)
         except SqsError as e:
@@ -140,6 +148,11 @@ class SqsApp:
             raw = await _body(request, "query")
         except _BodyRefused as e:
             return e.response
+        except _TooLarge as e:
+            m = _ACTION.search(e.head)
+            op = request.query.get("Action") or (m.group(1).decode() if m else "")
+            err = _too_large(op, request, e.message)
+            return _closing(_xml(err.status, query.error(err, request_id), request_id), e.drained)
         try:
             caller = self._caller(request, raw)
             form = [(k, v) for k, v in request.query.items() if not k.startswith("X-Amz-")]
@@ -198,11 +211,69 @@ class _BodyRefused(Exception):
         self.response = response
 
 
+class _TooLarge(Exception):
+    """The body is over the listener's limit: SQS answers that as a message too long, in
+    its own envelope. ``head``: its first bytes, when the limit was known before reading
+    (a Query request's ``Action`` is there); ``drained``: whether the rest was read, so
+    the connection can be kept (closing on an unread body resets it under the client)."""
+
+    def __init__(self, message: str, head: bytes, drained: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.head = head
+        self.drained = drained
+
+
+def _too_large(op: str, request: web.Request, message: str) -> SqsError:
+    """SQS's error for a request body over the listener's limit. Such a body is over any
+    queue's MaximumMessageSize, and is answered before its signature (and so its account
+    and queue) can be checked, so the error names SQS's maximum."""
+    if op == "SendMessageBatch":
+        sent = request.content_length or MAX_BATCH_BYTES + 1
+        return SqsError(
+            "BatchRequestTooLong",
+            f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent "
+            f"{sent} bytes.",
+        )
+    if op in ("SendMessage", ""):
+        return too_long(MAX_MESSAGE_BYTES)
+    return invalid(f"The request is too large: {message}.")
+
+
+def _closing(response: web.Response, drained: bool) -> web.Response:
+    if not drained:
+        response.force_close()
+    return response
+
+
+async def _drain(request: web.Request) -> tuple[bytes, bool]:
+    """Read what is left of a body over the limit and drop it: (its first bytes, whether
+    it ended within the body timeout and ``DRAIN_FACTOR`` limits)."""
+    policy = policy_of(request)
+    head = b""
+    left = policy.limit * DRAIN_FACTOR
+    try:
+        async with asyncio.timeout(policy.timeout_s):
+            while left > 0:
+                chunk = await request.content.readany()
+                if not chunk:
+                    return head, True
+                if len(head) < 4096:
+                    head += chunk[: 4096 - len(head)]
+                left -= len(chunk)
+    except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, web.RequestPayloadError):
+        pass
+    return head, False
+
+
 async def _body(request: web.Request, op: str) -> bytes:
     """The request body, inflated within the listener's limit (``ocd.http.body``)."""
     try:
         return await read_body(request)
     except BodyError as e:
+        if e.status == 413:
+            head, drained = await _drain(request)
+            raise _TooLarge(e.message, head, drained) from None
         response = status_reply(e.status, e.message)
         response.force_close()
         raise _BodyRefused(response) from None

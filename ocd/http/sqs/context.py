@@ -110,7 +110,16 @@ def string(req: dict[str, Any], key: str, required: bool = True) -> Any:
     return value
 
 
-def integer(req: dict[str, Any], key: str, lo: int, hi: int, default: int | None) -> int | None:
+def integer(
+    req: dict[str, Any],
+    key: str,
+    lo: int,
+    hi: int,
+    default: int | None,
+    reason: str | None = None,
+) -> int | None:
+    """``req[key]`` as an int in ``lo..hi``; SQS words the reason differently for some
+    parameters (``reason``)."""
     value = req.get(key)
     if value is None:
         return default
@@ -119,20 +128,18 @@ def integer(req: dict[str, Any], key: str, lo: int, hi: int, default: int | None
     except (TypeError, ValueError):
         n = lo - 1
     if not lo <= n <= hi:
-        raise invalid(
-            f"Value {value} for parameter {key} is invalid. Reason: Must be between {lo} and "
-            f"{hi}, if provided."
-        )
+        why = reason or f"Must be between {lo} and {hi}, if provided."
+        raise invalid(f"Value {value} for parameter {key} is invalid. Reason: {why}")
     return n
 
 
-def entries(req: dict[str, Any]) -> list[dict[str, Any]]:
-    """A batch request's entries, checked as SQS checks the whole request."""
+def entries(req: dict[str, Any], op: str) -> list[dict[str, Any]]:
+    """A batch request's entries, checked as SQS checks the whole request (``op``: the
+    batch action, which SQS names when the batch is empty)."""
     found = req.get("Entries")
     if not found:
         raise SqsError(
-            "EmptyBatchRequest",
-            "There should be at least one SendMessageBatchRequestEntry in the request.",
+            "EmptyBatchRequest", f"There should be at least one {op}RequestEntry in the request."
         )
     if not isinstance(found, list) or not all(isinstance(e, dict) for e in found):
         raise invalid("Entries must be a list of entries")

@@ -36,7 +36,9 @@ class Outgoing(NamedTuple):
         return len(self.item[0].encode()) + self.attrs.size
 
 
-def _check_send(queue: QueueRecord, entry: dict[str, Any], max_bytes: int) -> Outgoing:
+def _check_send(
+    queue: QueueRecord, entry: dict[str, Any], max_bytes: int, in_batch: bool = False
+) -> Outgoing:
     body = entry.get("MessageBody")
     if body is None:
         raise missing("MessageBody")
@@ -51,11 +53,15 @@ def _check_send(queue: QueueRecord, entry: dict[str, Any], max_bytes: int) -> Ou
     attrs = ma.parse(entry)
     # attributes (names, types and values) count toward the message size, as on SQS
     if len(body.encode()) + attrs.size > max_bytes:
-        raise invalid(
-            "One or more parameters are invalid. Reason: Message must be shorter than "
-            f"{max_bytes} bytes."
-        )
-    delay = integer(entry, "DelaySeconds", 0, q.MAX_DELAY_S, None)
+        raise too_long(max_bytes, in_batch)
+    delay = integer(
+        entry,
+        "DelaySeconds",
+        0,
+        q.MAX_DELAY_S,
+        None,
+        reason=f"DelaySeconds must be >= 0 and <= {q.MAX_DELAY_S}.",
+    )
     group = entry.get("MessageGroupId")
     dedup = entry.get("MessageDeduplicationId")
     if queue.fifo:
@@ -79,6 +85,31 @@ def _check_send(queue: QueueRecord, entry: dict[str, Any], max_bytes: int) -> Ou
         )
     # A message group id on a standard queue is accepted by SQS (fair queues) and ignored
     return Outgoing((body, "text", delay, group if queue.fifo else None, dedup), attrs)
+
+
+def too_long(max_bytes: int, in_batch: bool = False) -> SqsError:
+    """A message over ``max_bytes``, in SQS's words (which differ inside a batch)."""
+    verb = "cannot be validated" if in_batch else "are invalid"
+    return invalid(
+        f"One or more parameters {verb}. Reason: Message must be shorter than {max_bytes} bytes."
+    )
+
+
+def _check_fifo_batch(queue: QueueRecord, batch: list[dict[str, Any]]) -> None:
+    """What SQS refuses for a whole FIFO batch rather than for the entry: an entry without
+    a group, or without a deduplication id where the queue does not derive one."""
+    if not queue.fifo:
+        return
+    for e in batch:
+        if e.get("MessageDeduplicationId") is None and not (
+            queue.settings.content_based_deduplication
+        ):
+            raise invalid(
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly"
+            )
+        if e.get("MessageGroupId") is None:
+            raise invalid("The request must contain the parameter MessageGroupId.")
 
 
 async def _send(sqs: SqsContext, queue: QueueRecord, out: list[Outgoing]) -> list[dict[str, Any]]:
@@ -122,14 +153,15 @@ async def send_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 async def send_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
     queue = await sqs.queue(call)
-    batch = entries(call.params)
+    batch = entries(call.params, "SendMessageBatch")
+    _check_fifo_batch(queue, batch)
     max_bytes = qx.max_message_bytes(await sqs.extras(queue))
     good: list[tuple[str, Outgoing]] = []
     bad: list[dict[str, Any]] = []
     total = 0
     for e in batch:
         try:
-            o = _check_send(queue, e, max_bytes)
+            o = _check_send(queue, e, max_bytes, in_batch=True)
         except SqsError as err:
             bad.append(failed(e["Id"], err))
             total += len(str(e.get("MessageBody", "")).encode())
@@ -237,7 +269,7 @@ async def delete_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
 
 async def delete_message_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
     queue = await sqs.queue(call)
-    batch = entries(call.params)
+    batch = entries(call.params, "DeleteMessageBatch")
     handles = [str(e.get("ReceiptHandle", "")) for e in batch]
     warnings = await _delete(sqs, queue, handles)
     pairs = list(zip(batch, handles, strict=True))
@@ -265,7 +297,7 @@ async def change_message_visibility(sqs: SqsContext, call: Call) -> dict[str, An
 
 async def change_message_visibility_batch(sqs: SqsContext, call: Call) -> dict[str, Any]:
     queue = await sqs.queue(call)
-    batch = entries(call.params)
+    batch = entries(call.params, "ChangeMessageVisibilityBatch")
     changes: list[tuple[str, int]] = []
     bad: list[dict[str, Any]] = []
     ok: list[dict[str, Any]] = []

@@ -143,10 +143,7 @@ def _value(name: str, value: Any, system: bool) -> tuple[dict[str, str], int]:
     if value.get("BinaryValue") is not None:
         raise invalid(f"The message attribute '{name}' with type '{kind}' must use field 'String'.")
     if not isinstance(text, str) or not text:
-        raise invalid(
-            f"The message attribute '{name}' must contain non-empty message attribute value "
-            f"for message attribute type '{kind}'."
-        )
+        raise _empty(name, kind)
     if BAD_CHARS.search(text):
         raise SqsError(
             "InvalidMessageContents",
@@ -155,6 +152,12 @@ def _value(name: str, value: Any, system: bool) -> tuple[dict[str, str], int]:
     if kind == "Number":
         _check_number(name, text)
     return {"DataType": dtype, "StringValue": text}, size + len(text.encode())
+
+
+def _empty(name: str, kind: str) -> SqsError:
+    return invalid(
+        f"Message (user) attribute '{name}' must contain a non-empty value of type '{kind}'."
+    )
 
 
 def _binary(name: str, data: Any) -> bytes:
@@ -168,10 +171,7 @@ def _binary(name: str, data: Any) -> bytes:
     else:
         raw = b""
     if not raw:
-        raise invalid(
-            f"The message attribute '{name}' must contain non-empty message attribute value "
-            "for message attribute type 'Binary'."
-        )
+        raise _empty(name, "Binary")
     return raw
 
 

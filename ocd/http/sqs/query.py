@@ -67,6 +67,8 @@ def decode(form: Iterable[tuple[str, str]], action: str) -> dict[str, Any]:
 
 
 def _indexed(node: Any) -> list[Any]:
+    if node == "":
+        return []  # an empty list, as botocore sends one: the bare name
     if not isinstance(node, dict):
         raise SqsError("InvalidParameterValueException", "A list parameter has no index.")
     try:

@@ -28,7 +28,7 @@ async def create_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
                 "The name of a FIFO queue can only include alphanumeric characters, "
                 "hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.",
             )
-    tags = qx.check_tags(req.get("tags") or {})
+    tags = qx.check_tags(name, req.get("tags") or {})
     wanted = q.parse_attributes(name, attrs, QueueSettings(), True, call.arn_prefix)
     existing = await sqs.store.lookup(name, call.account)
     if existing is not None:

@@ -19,12 +19,18 @@ from ocd.store import QueueExtras, QueueRecord
 
 MAX_TAGS = 50
 MAX_STATEMENTS = 7  # AddPermission labels per queue (SQS's OverLimit)
+MAX_PERMISSION_ACTIONS = 7  # actions in one AddPermission
 _LABEL = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _ACCOUNT = re.compile(r"\d{12}")
 PERMISSION_ACTIONS = (
     "*", "SendMessage", "ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility",
     "GetQueueAttributes", "GetQueueUrl", "ListDeadLetterSourceQueues", "PurgeQueue",
     "ListQueueTags",
+)  # fmt: skip
+# SQS actions no permission can grant: SQS refuses them with their own reason
+OWNER_ONLY_ACTIONS = (
+    "AddPermission", "RemovePermission", "CreateQueue", "DeleteQueue", "ListQueues",
+    "SetQueueAttributes", "TagQueue", "UntagQueue",
 )  # fmt: skip
 
 
@@ -56,7 +62,8 @@ async def save(sqs: SqsContext, queue: QueueRecord, new: QueueExtras) -> None:
 # ---------------------------------------------------------------- tags
 
 
-def check_tags(tags: Any, current: dict[str, str] | None = None) -> dict[str, str]:
+def check_tags(queue: str, tags: Any, current: dict[str, str] | None = None) -> dict[str, str]:
+    """``tags`` (on ``current``, the queue's) checked as SQS checks them."""
     if not isinstance(tags, dict):
         raise invalid("Tags must be a map of keys to values.")
     for k, v in tags.items():
@@ -68,16 +75,16 @@ def check_tags(tags: Any, current: dict[str, str] | None = None) -> dict[str, st
             raise invalid(f"Tag value for {k!r} is invalid: up to 256 characters.")
     out = {**(current or {}), **tags}
     if len(out) > MAX_TAGS:
-        raise invalid(f"Too many tags: a queue can have at most {MAX_TAGS}.")
+        raise invalid(f"Too many tags added for queue {queue}.")
     return out
 
 
 async def tag_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
     queue = await sqs.queue(call)
-    if call.params.get("Tags") is None:
+    if not call.params.get("Tags"):
         raise missing("Tags")
     ex = await sqs.extras(queue)
-    tags = check_tags(call.params["Tags"], ex.tags)
+    tags = check_tags(queue.name, call.params["Tags"], ex.tags)
     await save(sqs, queue, QueueExtras(ex.sqs_attrs, tags))
     return {}
 
@@ -89,6 +96,8 @@ async def untag_queue(sqs: SqsContext, call: Call) -> dict[str, Any]:
         raise missing("TagKeys")
     if not isinstance(keys, list):
         raise invalid("TagKeys must be a list of keys.")
+    if not keys:
+        raise invalid("Tag keys must be between 1 and 128 characters in length.")
     ex = await sqs.extras(queue)
     tags = {k: v for k, v in ex.tags.items() if k not in keys}
     await save(sqs, queue, QueueExtras(ex.sqs_attrs, tags))
@@ -112,20 +121,34 @@ async def add_permission(sqs: SqsContext, call: Call) -> dict[str, Any]:
         raise invalid(f"Value {label} for parameter Label is invalid.")
     accounts = req.get("AWSAccountIds")
     actions = req.get("Actions")
-    if not accounts:
-        raise missing("AWSAccountIds")
     if not actions:
         raise missing("Actions")
     if not isinstance(accounts, list) or not all(
         isinstance(a, str) and _ACCOUNT.fullmatch(a) for a in accounts
     ):
-        raise invalid("Value for parameter AWSAccountIds is invalid: 12-digit account ids.")
-    if not isinstance(actions, list) or any(a not in PERMISSION_ACTIONS for a in actions):
-        raise invalid(f"Value {actions} for parameter ActionName is invalid.")
+        shown = ", ".join(map(str, accounts)) if isinstance(accounts, list) else accounts or ""
+        raise invalid(
+            f"Value [{shown}] for parameter PrincipalId is invalid. Reason: Unable to verify."
+        )
+    if not isinstance(actions, list):
+        raise invalid("Actions must be a list of action names.")
+    if len(actions) > MAX_PERMISSION_ACTIONS:
+        raise SqsError(
+            "OverLimit",
+            f"{len(actions)} Actions were found, maximum allowed is {MAX_PERMISSION_ACTIONS}.",
+        )
+    for a in actions:
+        if a not in PERMISSION_ACTIONS:
+            reason = (
+                "Only the queue owner is allowed to invoke this action."
+                if a in OWNER_ONLY_ACTIONS
+                else "Please refer to the appropriate WSDL for a list of valid actions."
+            )
+            raise invalid(f"Value SQS:{a} for parameter ActionName is invalid. Reason: {reason}")
     ex = await sqs.extras(queue)
     arn = call.arn(queue.name)
     policy = json.loads(ex.sqs_attrs.get("Policy") or "null") or {
-        "Version": "2012-10-17",
+        "Version": "2008-10-17",
         "Id": f"{arn}/SQSDefaultPolicy",
         "Statement": [],
     }
@@ -138,14 +161,19 @@ async def add_permission(sqs: SqsContext, call: Call) -> dict[str, Any]:
         {
             "Sid": label,
             "Effect": "Allow",
-            "Principal": {"AWS": [f"arn:aws:iam::{a}:root" for a in accounts]},
-            "Action": [f"SQS:{a}" for a in actions],
+            # one principal or action is written as a string, several as a list (as SQS)
+            "Principal": {"AWS": _one_or_list([f"arn:aws:iam::{a}:root" for a in accounts])},
+            "Action": _one_or_list([f"SQS:{a}" for a in actions]),
             "Resource": arn,
         }
     )
     attrs = {**ex.sqs_attrs, "Policy": json.dumps(policy, separators=(",", ":"))}
     await save(sqs, queue, QueueExtras(attrs, ex.tags))
     return {}
+
+
+def _one_or_list(values: list[str]) -> str | list[str]:
+    return values[0] if len(values) == 1 else values
 
 
 async def remove_permission(sqs: SqsContext, call: Call) -> dict[str, Any]:

@@ -143,7 +143,12 @@ def parse_attributes(
         if key not in _SETTABLE:
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {key}.")
         if key in _FIFO_ONLY and not fifo:
-            raise SqsError("InvalidAttributeName", f"Unknown Attribute {key}.")
+            raise SqsError(
+                "InvalidAttributeName",
+                f"Unknown Attribute {key}."
+                if key == "ContentBasedDeduplication"
+                else f"You can specify the {key} only when FifoQueue is set to true.",
+            )
         if key == "FifoQueue":
             want = _bool(key, value)
             if want != fifo:

@@ -44,6 +44,32 @@ class Metric:
 RSS_GROWTH_LIMIT = 1.2  # RSS with the deep backlog at most 20 % above the shallow one
 
 METRICS = (
+    Metric("js_e2e", "js_e2e", ("ocd", "msg_s"), "msg/s"),
+    Metric("js_e2e_workerd_builtin", "js_e2e", ("workerd_builtin", "msg_s"), "msg/s"),
+    Metric("js_e2e_miniflare", "js_e2e", ("miniflare", "msg_s"), "msg/s"),
+    Metric("js_e2e_vs_workerd_builtin", "js_e2e", ("vs_workerd_builtin",), "", (">=", 1.5)),
+    Metric("js_e2e_vs_miniflare", "js_e2e", ("vs_miniflare",), "", (">=", 1.5)),
+    Metric("js_e2e_cpu_us", "js_e2e", ("ocd", "cpu_us_per_msg"), "us/msg"),
+    Metric(
+        "js_e2e_workerd_builtin_cpu_us", "js_e2e", ("workerd_builtin", "cpu_us_per_msg"), "us/msg"
+    ),
+    Metric("js_single_send", "js_single_send", ("ocd", "send_msg_s"), "msg/s"),
+    Metric(
+        "js_single_send_workerd_builtin",
+        "js_single_send",
+        ("workerd_builtin", "send_msg_s"),
+        "msg/s",
+    ),
+    Metric(
+        "js_single_send_vs_workerd_builtin",
+        "js_single_send",
+        ("vs_workerd_builtin",),
+        "",
+        (">=", 5),
+    ),
+    Metric("js_latency_p50", "js_latency", ("p50_ms",), "ms"),
+    Metric("js_latency_p99", "js_latency", ("p99_ms",), "ms"),
+    Metric("js_latency_cpu_us", "js_latency", ("cpu_us_per_msg",), "us/msg"),
     Metric("e2e_batch", "e2e_batch", ("e2e_msg_s",), "msg/s", (">=", 20_000)),
     Metric("e2e_batch_send", "e2e_batch", ("send_msg_s",), "msg/s"),
     Metric("single_send", "single_send", ("send_msg_s",), "msg/s", (">=", 10_000)),
@@ -253,6 +279,12 @@ def summary_line(metrics: dict[str, Any], skipped: dict[str, str] | None = None)
         return f"{label}={m['median']:{fmt}}{unit}{mark}"
 
     parts = [
+        show("js_e2e", "js_e2e", ".0f", " msg/s"),
+        show("js_e2e_vs_workerd_builtin", "js_vs_workerd_builtin", ".2f"),
+        show("js_e2e_vs_miniflare", "js_vs_miniflare", ".2f"),
+        show("js_single_send_vs_workerd_builtin", "js_single_vs_workerd_builtin", ".1f"),
+        "js_latency " + show("js_latency_p50", "p50", ".0f", " ms"),
+        show("js_latency_p99", "p99", ".0f", " ms"),
         show("e2e_batch", "e2e_batch", ".0f", " msg/s"),
         show("single_send", "single_send", ".0f", " msg/s"),
         "latency " + show("latency_p50", "p50", ".1f", " ms"),

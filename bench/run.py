@@ -68,6 +68,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import js
 import uvloop
 from fifo import fifo_e2e_run, fifo_hot_group_run
 from harness import (
@@ -446,6 +447,18 @@ async def sqs_boto3(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
     )
 
 
+async def js_e2e(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await js.js_e2e(bench, sizes is QUICK, run)
+
+
+async def js_single_send(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await js.js_single_send(bench, sizes is QUICK, run)
+
+
+async def js_latency(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await js.js_latency(bench, sizes is QUICK, run)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "e2e_batch": e2e_batch,
     "single_send": single_send,
@@ -467,6 +480,9 @@ SCENARIOS: dict[str, Scenario] = {
     "sqs_boto3": sqs_boto3,
     "sqs_raw": sqs_raw,
     "sqs_idle_polls": sqs_idle_polls,
+    "js_e2e": js_e2e,
+    "js_single_send": js_single_send,
+    "js_latency": js_latency,
 }
 
 

@@ -35,8 +35,9 @@ still cannot hash (an object or Map, or an Array holding one or itself) comes ba
 Python takes as equal (``1`` and ``true``, ``1`` and ``1n``) is refused.
 
 Numbers follow Pyodide (Cloudflare's Python Workers): an integral Number within ±(2**53-1)
-is an int, so a float ``2.0`` comes back as ``2``. Datetimes keep microseconds between
-Python workers; a JS Date holds whole milliseconds.
+is an int, so a float ``2.0`` comes back as ``2``. A Date is a double of milliseconds:
+between Python workers microseconds survive for years ~1830 to ~2100 (the double's
+precision); a JS Date holds whole milliseconds.
 
 Encoding refuses with ``TypeError`` (structured clone's DataCloneError): other classes
 (Decimal, UUID, date, complex, functions, files) and nesting deeper than ``V8_MAX_DEPTH``

@@ -7,8 +7,14 @@ json      JSON values (dict with str keys, list,      the parsed value (tuples
           tuple, str, int, float, bool, None)         come back as lists)
 text      str                                         str
 bytes     bytes, bytearray, memoryview, any buffer    bytes
-v8        the structured-clone stand-in described     an equal value
-          in ``ocd.v8``
+v8        V8's serialization (what workerd writes):   dict, list, set, int, float,
+          None, bool, int (Number; BigInt past        str, bool, None, bytes,
+          2**53), float, str, dict (str keys: plain   datetime (aware UTC); tuples
+          object; other keys: Map), list/tuple        come back as lists (as Map
+          (Array), set/frozenset (Set), bytes-like    keys and Set items: tuples);
+          (Uint8Array), datetime (Date); shared and   integral numbers as int;
+          cyclic references kept. Full table in       old CBOR bodies as they were
+          ``ocd.v8``                                  sent
 ========  ==========================================  ===========================
 
 A body that does not fit its content type raises ``TypeError`` with workerd's wording;

@@ -61,6 +61,8 @@ def jsonable(value):
         return {"repr": repr(value)}
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(repr(v) for v in value)
     return value
 
 
@@ -153,6 +155,14 @@ class Default(WorkerEntrypoint):
                     line["dedup"] = m.deduplicationId
                 if isinstance(body, dict) and body.get("big") is not None:
                     line["v8_equal"] = body == v8_sample() and body["a"] is body["b"]
+                if isinstance(body, dict) and "big" in body and "set" in body:  # JS's sample
+                    line["v8_js"] = {
+                        "when": body["when"].isoformat(),
+                        "big": body["big"] == 2**70,
+                        "set": body["set"] == {1, 2},
+                        "map": body["map"] == {1: "one"},
+                        "nested": body["nested"] == {"a": [1, "x", None]},
+                    }
                 os.write(fd, (json.dumps(line) + "\n").encode())
                 if obey and isinstance(body, dict) and all(isinstance(k, str) for k in body):
                     if body.get("ack"):

@@ -341,3 +341,30 @@ async def test_a_reload_with_a_broken_js_worker_keeps_the_running_one(js_app_cop
     assert "esbuild could not bundle it" in app.daemon.last_reload["error"]
     async with app.session.get(app.base + "/js/x") as r:
         assert await r.text() == "hello from GET /js/x"
+
+
+async def test_v8_bodies_from_js_read_in_python(js_app):
+    status, out = await js_app.js_send(v8Sample=True, contentType="v8")
+    assert status == 200 and out["ok"], out
+    rows = await eventually(lambda: js_app.records("to-py"), 30)
+    assert rows[0]["type"] == "dict"
+    assert rows[0]["v8_js"] == {
+        "when": "2026-01-02T03:04:05+00:00",  # a Date: an aware UTC datetime
+        "big": True,  # a BigInt: an int
+        "set": True,  # a Set: a set
+        "map": True,  # a Map: a dict
+        "nested": True,  # objects, arrays, null
+    }
+
+
+async def test_v8_bodies_from_python_read_in_js(js_app):
+    await js_app.py_send(v8_sample=True, contentType="v8")
+    rows = await eventually(lambda: js_app.records("echo"), 30)
+    seen = rows[0]["body"]
+    assert seen["type"] == "Map"  # a dict with a key that is not a str
+    body = seen["body"]
+    assert body["when"] == "2026-01-02T03:04:05.000Z"  # a Date
+    assert body["big"] == str(2**70)  # a BigInt
+    assert base64.b64decode(body["raw"]["b64"]) == b"\x00\x01"  # a Uint8Array
+    assert sorted(body["1"]) == ["a", "b"]  # a Set
+    assert body["a"] == body["b"] == {"k": [1, 2]}

@@ -43,7 +43,7 @@ from ocd import codec
 from ocd.config import WorkerConfig
 from ocd.errors import WorkerLoadError
 from ocd.loader import Handler, load_worker
-from ocd.pipeline import Faults, Route, Settlement, deliver
+from ocd.pipeline import RETRIED, UNRECORDED, Faults, Route, Settlement, deliver
 from ocd.python_handler import PythonInvoke
 from ocd.store import Delivery, Settled
 from runtime import ExecutionContext, MessageBatch
@@ -432,12 +432,12 @@ class Consumer:
         )
 
         def fault(e: BaseException) -> None:
-            self.faults.failed(self.queue, e, recorded=True)
+            self.faults.failed(self.queue, e, RETRIED)
 
         try:
             result = await deliver(route, deliveries, invoke, leases, batch_metrics, fault)
         except Exception as e:  # the ack did not reach the daemon: the leases lapse
-            self.faults.failed(self.queue, e, recorded=False)
+            self.faults.failed(self.queue, e, UNRECORDED)
             return
         if result.fault is None:
             self.faults.ok(self.queue)

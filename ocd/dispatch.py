@@ -14,6 +14,7 @@ claim (``pipeline.Faults``), logging once per burst.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -26,8 +27,11 @@ from ocd.errors import StoreError, StoreFull, StoreUnavailable
 from ocd.metrics import Metrics
 from ocd.pipeline import (
     ABORTED,
+    HANDED_BACK,
     OK,
+    RETRIED,
     UNREACHED,
+    UNRECORDED,
     Backoff,
     Delivered,
     Faults,
@@ -276,14 +280,22 @@ class Dispatcher:
         leases = _StoreLeases(self, q, p)
 
         def fault(e: BaseException) -> None:
-            self._faults.failed(q.name, e, recorded=True)
+            self._faults.failed(q.name, e, RETRIED)
 
         try:
             result = await deliver(
                 route, deliveries, invoke, leases, lambda: self._backlog(q), fault
             )
-        except Exception as e:
-            self._faults.failed(q.name, e, recorded=False)
+        except StoreError as e:
+            # The database failed the settle (and not only for a while): outside the
+            # messages, so they are handed back unspent once it answers again, rather than
+            # left leased until the lease lapses. Only still-leased ones are touched.
+            self._faults.failed(q.name, e, HANDED_BACK)
+            with contextlib.suppress(StoreError):
+                await asyncio.shield(leases.give_back(deliveries))
+            return
+        except Exception as e:  # a bug in recording the outcome: the leases lapse
+            self._faults.failed(q.name, e, UNRECORDED)
             return
         self._record(q, result)
 

@@ -118,6 +118,9 @@ class Delivered:
 
 Backlog = Callable[[], Awaitable[dict[str, Any]]]
 FAULT_REPORT_S = 60.0  # during a burst of ocd's own failures, one line per this long
+RETRIED = "the batch is retried, its attempts spent"
+UNRECORDED = "its outcome could not be recorded; its messages come back when their leases lapse"
+HANDED_BACK = "the database failed the settle; its messages are handed back unspent"
 
 
 async def deliver(
@@ -263,7 +266,8 @@ class Faults:
         self._unreported = 0
         self._reported_at = 0.0
 
-    def failed(self, queue: str, error: BaseException, recorded: bool) -> None:
+    def failed(self, queue: str, error: BaseException, fate: str) -> None:
+        """One failed batch; ``fate`` says in a few words what became of its messages."""
         now = time.monotonic()
         self.hold_until = now + self._backoff.next()
         self.count += 1
@@ -274,10 +278,7 @@ class Faults:
                 "queue %s: delivery failed inside ocd (%s); %s; backing off",
                 queue,
                 f"{type(error).__name__}: {error}",
-                "the batch is retried, its attempts spent"
-                if recorded
-                else "its outcome could not be recorded, its messages come back when their "
-                "leases lapse",
+                fate,
                 exc_info=error,
                 extra=extra,
             )

@@ -51,6 +51,9 @@ class Outcome:
 
     name: str
     error: str | None = None
+    # messages the kind itself found undecodable (id, reason): dead-lettered as the
+    # pipeline's own finds are
+    undecodable: tuple[tuple[str, str], ...] = ()
 
 
 OUTCOME_OK = Outcome(OK)
@@ -58,8 +61,15 @@ OUTCOME_OK = Outcome(OK)
 
 class Invoke(Protocol):
     """Runs the handler on a batch; the handler's marks are on ``batch``. ``deliveries``
-    are the batch's messages as stored, in order (a kind that hands bodies on as bytes
-    needs them; the messages' bodies were decoded from them)."""
+    are the batch's messages as stored, in order.
+
+    ``python_bodies``: whether the handler needs ``batch.messages`` (Python values decoded
+    here). A kind that hands the stored bytes on (workerd) says False: then only the bodies
+    it cannot check itself (``self_checked`` content types excepted) are decoded here, to
+    find the undecodable ones, and it reports its own finds in ``Outcome.undecodable``."""
+
+    python_bodies: bool
+    self_checked: frozenset[str]
 
     async def __call__(self, batch: MessageBatch, deliveries: Sequence[Delivery]) -> Outcome: ...
 
@@ -140,17 +150,23 @@ async def deliver(
     bad: list[Undecodable] = []
     try:
         marks = BatchMarks()
-        messages, bad = decode_all(deliveries, marks, route.fifo)
+        if invoke.python_bodies:
+            messages, bad = decode_all(deliveries, marks, route.fifo)
+        else:
+            messages, bad = [], check_all(deliveries, invoke.self_checked)
         for u in bad:
             _log_undecodable(route, u)
         outcome = OUTCOME_OK
-        if messages:
+        gone = {u.delivery.seq for u in bad}
+        handed = [d for d in deliveries if d.seq not in gone] if gone else deliveries
+        if handed:
             batch = MessageBatch(route.queue, messages, await backlog(), marks)
-            if bad:
-                gone = {u.delivery.seq for u in bad}
-                outcome = await invoke(batch, [d for d in deliveries if d.seq not in gone])
-            else:
-                outcome = await invoke(batch, deliveries)
+            outcome = await invoke(batch, handed)
+        if outcome.undecodable:
+            found = _found(handed, outcome.undecodable)
+            for u in found:
+                _log_undecodable(route, u)
+            bad = [*bad, *found]
         if outcome.name in (ABORTED, UNREACHED):
             released = await asyncio.shield(leases.give_back(deliveries))
             _log_released(route, released, outcome)
@@ -206,6 +222,25 @@ def decode_all(
         else:
             messages.append(Message(d.id, stamp(d.sent_ms / 1000, utc), body, d.attempts, marks))
     return messages, bad
+
+
+def check_all(deliveries: Sequence[Delivery], self_checked: frozenset[str]) -> list[Undecodable]:
+    """``decode_all``'s finds without keeping the values, for a kind that hands the stored
+    bytes on and checks the ``self_checked`` content types itself."""
+    bad: list[Undecodable] = []
+    for d in deliveries:
+        if d.content_type in self_checked:
+            continue
+        try:
+            codec.decode(d.body, d.content_type)
+        except Exception as e:
+            bad.append(Undecodable(d, f"{d.content_type} body: {type(e).__name__}: {e}"[:300]))
+    return bad
+
+
+def _found(handed: Sequence[Delivery], ids: tuple[tuple[str, str], ...]) -> list[Undecodable]:
+    by_id = {d.id: d for d in handed}
+    return [Undecodable(by_id[i], reason[:300]) for i, reason in ids if i in by_id]
 
 
 def plan(

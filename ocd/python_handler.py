@@ -24,6 +24,9 @@ class PythonInvoke:
     """``Invoke`` for a Python handler. ``abort`` set (a shutdown that stopped waiting)
     ends the handler and answers ``aborted``."""
 
+    python_bodies = True
+    self_checked: frozenset[str] = frozenset()
+
     def __init__(
         self,
         call: QueueCall,

@@ -9,6 +9,7 @@
 // Every request carries "Authorization: Bearer <SECRET>", the secret of this workerd start.
 
 const utf8 = new TextDecoder();
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 const encoder = new TextEncoder();
 
 function authorized(request, env) {
@@ -22,19 +23,26 @@ function messagesOf(frame) {
   const headerLength = view.getUint32(0);
   const header = JSON.parse(utf8.decode(new Uint8Array(frame, 4, headerLength)));
   let offset = 4 + headerLength;
-  const messages = header.messages.map((m) => {
+  const messages = [];
+  const undecodable = [];  // each its own failure: left out, reported, dead-lettered by ocd
+  for (const m of header.messages) {
     const bytes = new Uint8Array(frame, offset, m.size);
     offset += m.size;
     const out = { id: m.id, timestamp: new Date(m.timestamp), attempts: m.attempts };
-    switch (m.contentType) {
-      case "text": out.body = utf8.decode(bytes); break;
-      case "json": out.body = JSON.parse(utf8.decode(bytes)); break;
-      case "bytes": out.body = bytes.slice(); break;
-      default: out.serializedBody = bytes.slice(); // v8: V8's own serialization
+    try {
+      switch (m.contentType) {
+        case "text": out.body = strictUtf8.decode(bytes); break;
+        case "json": out.body = JSON.parse(strictUtf8.decode(bytes)); break;
+        case "bytes": out.body = bytes.slice(); break;
+        default: out.serializedBody = bytes.slice(); // v8: checked by ocd beforehand
+      }
+    } catch (e) {
+      undecodable.push({ id: m.id, reason: `${m.contentType} body: ${e}` });
+      continue;
     }
-    return out;
-  });
-  return { header, messages };
+    messages.push(out);
+  }
+  return { header, messages, undecodable };
 }
 
 export default {
@@ -47,12 +55,14 @@ export default {
       return new Response("not found", { status: 404 });
     }
     if (kind === "queue") {
-      const { header, messages } = messagesOf(await request.arrayBuffer());
+      const { header, messages, undecodable } = messagesOf(await request.arrayBuffer());
       const m = header.metrics || {};
       const metadata = { metrics: { backlogCount: m.backlogCount || 0, backlogBytes: m.backlogBytes || 0 } };
       if (m.oldestMessageTimestamp) metadata.metrics.oldestMessageTimestamp = new Date(m.oldestMessageTimestamp);
-      const result = await target.queue(header.queue, messages, metadata);
-      return Response.json(result);
+      const result = messages.length
+        ? await target.queue(header.queue, messages, metadata)
+        : { outcome: "ok", ackAll: false, retryBatch: { retry: false }, explicitAcks: [], retryMessages: [] };
+      return Response.json({ ...result, undecodable });
     }
     if (kind === "scheduled") {
       const body = await request.json();

@@ -55,6 +55,11 @@ class Bridge:
 
 
 class WorkerdInvoke:
+    # The bridge decodes text, json and bytes itself, message by message, and reports what
+    # it cannot; v8 bodies go to workerd's deserializer whole, so ocd checks them first.
+    python_bodies = False
+    self_checked = frozenset(("text", "json", "bytes"))
+
     def __init__(
         self,
         worker: str,
@@ -146,10 +151,11 @@ def _apply(result: Any, marks: BatchMarks, queue: str, worker: str) -> Outcome:
         marks.retry_all = bool(retry_batch.get("retry"))
         marks.retry_all_delay = retry_batch.get("delaySeconds")
         outcome = str(result.get("outcome") or "exception")
+        undecodable = tuple((u["id"], str(u["reason"])) for u in result.get("undecodable") or ())
     except (AttributeError, KeyError, TypeError) as e:
         return Outcome("exception", f"the bridge's answer was not understood: {e}")
     if outcome == "ok":
-        return OUTCOME_OK
+        return Outcome(OUTCOME_OK.name, None, undecodable) if undecodable else OUTCOME_OK
     log.error(
         "queue %s: handler of worker %s: %s",
         queue,
@@ -157,4 +163,4 @@ def _apply(result: Any, marks: BatchMarks, queue: str, worker: str) -> Outcome:
         outcome,
         extra={"event": "handler_failed", "worker": worker, "queue": queue, "outcome": outcome},
     )
-    return Outcome(outcome, f"queue() ended with outcome {outcome}")
+    return Outcome(outcome, f"queue() ended with outcome {outcome}", undecodable)

@@ -8,6 +8,8 @@ import base64
 import json
 import logging
 import shutil
+import time
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 
 from ocd.config import load_config
 from ocd.daemon import Daemon, load_workers
+from ocd.store import NewMessage
 from tests.helpers import eventually
 from tests.js import JS_APP, js_section
 
@@ -368,3 +371,38 @@ async def test_v8_bodies_from_python_read_in_js(js_app):
     assert base64.b64decode(body["raw"]["b64"]) == b"\x00\x01"  # a Uint8Array
     assert sorted(body["1"]) == ["a", "b"]  # a Set
     assert body["a"] == body["b"] == {"k": [1, 2]}
+
+
+async def test_undecodable_bodies_for_a_js_consumer_are_dead_lettered_alone(js_app, caplog):
+    """Bodies workerd's bridge cannot decode (bad JSON, text that is not UTF-8) and a v8
+    body V8 would refuse are each dead-lettered at once; the rest of the batch is
+    delivered once."""
+    caplog.set_level(logging.INFO)
+    now = int(time.time() * 1000)
+
+    def message(body: bytes, ctype: str) -> NewMessage:
+        return NewMessage(uuid.uuid4().hex, ctype, body, now, now)
+
+    bad = [
+        message(b'{"cut": ', "json"),
+        message(b"\xff\xfe not utf-8", "text"),
+        message(b"\xff\x0f\x99garbage", "v8"),
+    ]
+    good = [message(f'{{"n": {i}}}'.encode(), "json") for i in range(3)]
+    store = js_app.daemon.store
+    await store.enqueue(store.queue("to-js"), [good[0], bad[0], good[1], bad[1], bad[2], good[2]])
+
+    async def settled() -> bool:
+        return await js_app.backlog("to-js") == 0 and await js_app.backlog("to-js-dlq") == 3
+
+    await eventually(settled, 30)
+    rows = await eventually(lambda: len(js_app.records("echo")) == 3 and js_app.records("echo"))
+    assert sorted(r["body"]["body"]["n"] for r in rows) == [0, 1, 2]
+    assert all(r["body"]["attempts"] == 1 for r in rows)
+    found = {
+        r.id: r.reason for r in caplog.records if getattr(r, "event", None) == "message_undecodable"
+    }
+    assert set(found) == {m.id for m in bad}
+    assert "SyntaxError" in found[bad[0].id]  # said by the bridge, in V8's words
+    assert "TypeError" in found[bad[1].id]
+    assert "v8 body" in found[bad[2].id]  # checked by ocd before V8 sees it

@@ -12,6 +12,7 @@ import logging
 import time
 import uuid
 
+import aiohttp
 import pytest
 
 from ocd.dispatch import Dispatcher
@@ -19,6 +20,7 @@ from ocd.errors import StoreLoopDied
 from ocd.store import NewMessage, QueueRecord
 from tests.helpers import eventually
 from tests.integration.rest import Rest
+from tests.integration.sqs import start as sqs_start
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -243,3 +245,34 @@ async def test_a_killed_store_loop_stops_the_daemon(start_daemon, caplog):
     assert writer.get_name() in str(d.daemon.failure)
     died = [r for r in caplog.records if getattr(r, "event", None) == "task_died"]
     assert died and died[0].levelno == logging.CRITICAL
+
+
+@pytest.fixture
+async def sqs(tmp_path, store_section):
+    session = aiohttp.ClientSession()
+    d = await sqs_start(tmp_path, store_section, session)
+    yield d
+    await d.daemon.shutdown(timeout_s=1)
+    await session.close()
+
+
+async def test_sqs_receive_returns_an_undecodable_body_as_its_raw_bytes(sqs):
+    url = (await sqs.call(sqs.sqs.create_queue, QueueName="raw"))["QueueUrl"]
+    bad_text = _message(b"\xff\xfe\x00raw", "text")
+    bad_json = _message(b"{nope", "json")
+    await _enqueue(sqs, "raw", [bad_text, bad_json])
+    out = await sqs.call(
+        sqs.sqs.receive_message,
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        MessageAttributeNames=["All"],
+    )
+    got = {m["MessageId"]: m for m in out["Messages"]}
+    text = got[_uuid(bad_text.id)]
+    assert base64.b64decode(text["Body"]) == bad_text.body  # not UTF-8: base64, unaltered
+    assert text["MessageAttributes"]["ocd.contentType"]["StringValue"] == "text"
+    assert got[_uuid(bad_json.id)]["Body"] == "{nope"  # valid UTF-8: as it is
+
+
+def _uuid(mid: str) -> str:
+    return f"{mid[:8]}-{mid[8:12]}-{mid[12:16]}-{mid[16:20]}-{mid[20:]}"

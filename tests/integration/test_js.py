@@ -21,6 +21,7 @@ from ocd.config import load_config
 from ocd.daemon import Daemon, load_workers
 from ocd.store import NewMessage
 from tests.helpers import eventually
+from tests.integration.rest import Rest
 from tests.js import JS_APP, js_section
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("workerd_tools")]
@@ -83,6 +84,10 @@ queue = "echo"
 [[workers.queues.producers]]
 binding = "ORDERS"
 queue = "orders.fifo"
+
+[[workers.queues.producers]]
+binding = "PULLED"
+queue = "pulled"
 
 [[workers.queues.consumers]]
 queue = "js-orders.fifo"
@@ -406,3 +411,46 @@ async def test_undecodable_bodies_for_a_js_consumer_are_dead_lettered_alone(js_a
     assert "SyntaxError" in found[bad[0].id]  # said by the bridge, in V8's words
     assert "TypeError" in found[bad[1].id]
     assert "v8 body" in found[bad[2].id]  # checked by ocd before V8 sees it
+
+
+async def test_a_js_fetch_route_passes_method_headers_body_and_status(js_app):
+    url = js_app.base + "/js/echo?x=1&y=%20z"
+    async with js_app.session.post(url, data=b"payload") as r:
+        assert r.status == 401 and r.headers["WWW-Authenticate"] == "Bearer"
+    headers = {"Authorization": "Bearer let-me-in", "X-Agent": "tests"}
+    async with js_app.session.put(url, data=b"payload", headers=headers) as r:
+        assert r.status == 201 and r.headers["X-Echo"] == "yes"
+        assert await r.json() == {
+            "method": "PUT",
+            "body": "payload",
+            "query": "?x=1&y=%20z",
+            "agent": "tests",
+        }
+
+
+async def test_rest_and_js_share_queues_both_ways(js_app):
+    rest = Rest(js_app, token=None)
+    # the REST API pushes to a JS consumer
+    await rest.ok("POST", "/queues/to-js/messages", {"body": {"via": "rest"}})
+    rows = await eventually(lambda: js_app.records("echo"), 30)
+    assert rows[0]["body"]["body"] == {"via": "rest"} and rows[0]["body"]["type"] == "object"
+    # a JS producer's message is pulled over the REST API
+    await rest.ok("POST", "/queues/pulled/consumers", {"type": "http_pull"})
+    status, out = await js_app.js_send(binding="PULLED", body={"via": "js"})
+    assert status == 200, out
+    pulled = await rest.ok("POST", "/queues/pulled/messages/pull", {"batch_size": 10})
+    [m] = pulled["messages"]
+    assert m["metadata"]["CF-Content-Type"] == "json"
+    assert json.loads(base64.b64decode(m["body"])) == {"via": "js"}
+
+
+async def test_a_js_send_delay_holds_the_message(js_app):
+    store = js_app.daemon.store
+    status, out = await js_app.js_send(body={"later": True}, delaySeconds=30)
+    assert status == 200, out
+    peeked = await store.peek(store.queue("to-py"), js_app.daemon.clock(), 10)
+    assert peeked == []  # not ready: delayed
+    assert await js_app.backlog("to-py") == 1
+    # ready once the delay has passed
+    later = await store.peek(store.queue("to-py"), js_app.daemon.clock() + 31_000, 10)
+    assert [json.loads(m.body) for m in later] == [{"later": True}]

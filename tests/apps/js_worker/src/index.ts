@@ -48,6 +48,16 @@ export default {
         );
         return Response.json({ ok: true, result });
       }
+      if (path.endsWith("/echo")) {
+        const body = await request.text();
+        if (request.headers.get("Authorization") !== "Bearer let-me-in") {
+          return new Response("unauthorized", { status: 401, headers: { "WWW-Authenticate": "Bearer" } });
+        }
+        return Response.json(
+          { method: request.method, body, query: new URL(request.url).search, agent: request.headers.get("X-Agent") },
+          { status: 201, headers: { "X-Echo": "yes" } },
+        );
+      }
       if (path.endsWith("/metrics")) {
         return Response.json({ ok: true, result: await env.QUEUE.metrics() });
       }

@@ -340,8 +340,14 @@ async def js_single_send(bench: Bench, quick: bool, run: int) -> dict[str, Any]:
                     aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as s,
                 ):
                     await _produce(s, server.url, 500, True, 32)  # warm-up
+                    cpu0 = server.cpu_s()
                     secs = await _produce(s, server.url, total, True, 32)
-                out[name] = {"send_msg_s": round(total / secs)}
+                    cpu = server.cpu_s() - cpu0
+                out[name] = {
+                    "send_msg_s": round(total / secs),
+                    "cpu_pct": round(100 * cpu / secs),
+                    "cpu_us_per_msg": round(cpu / total * 1e6, 1),
+                }
         out["vs_workerd_builtin"] = round(
             out["ocd"]["send_msg_s"] / out["workerd_builtin"]["send_msg_s"], 2
         )

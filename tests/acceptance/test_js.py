@@ -244,3 +244,23 @@ def test_a_missing_toolchain_says_what_to_install(tmp_path):
     assert out.returncode == 2
     assert "workerd is not installed" in out.stderr
     assert "npm install workerd@1.20261123.1 esbuild@0.28.2" in out.stderr
+
+
+async def test_sigterm_lets_a_js_batch_finish_and_acks_it(tmp_path, ocd_processes):
+    p = ocd_processes(_config(tmp_path))
+    port = p.wait_started()
+    async with aiohttp.ClientSession() as s:
+        body = {"body": {"sleepFirst": 1_500, "tag": "draining"}}
+        async with s.post(f"http://127.0.0.1:{port}/js/send", json=body) as r:
+            assert r.status == 200, await r.text()
+    await eventually(lambda: _logged(p, '"tag":"draining"'), 30)
+    assert p.stop() == 0  # SIGTERM while the handler sleeps: it finishes first
+    assert p.event("batch_acked") is not None
+    assert p.event("batch_released") is None
+    # nothing left: a new start delivers nothing again
+    again = ocd_processes(_config(tmp_path))
+    again.wait_started()
+    rows = await eventually(lambda: _echoed(tmp_path), 30)  # the echo may wait for this run
+    assert [(r["body"]["tag"], r["attempts"]) for r in rows] == [("draining", 1)]
+    assert again.stop() == 0
+    assert [r["body"]["tag"] for r in _echoed(tmp_path)] == ["draining"]

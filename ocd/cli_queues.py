@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ocd import limits
 from ocd.cli_client import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -167,7 +168,7 @@ def _common(p: argparse.ArgumentParser, *, suppress: bool) -> None:
 
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--delivery-delay-secs", type=int, help="0..86400")
+    p.add_argument("--delivery-delay-secs", type=int, help=f"{limits.DELAY_S.text}")
     p.add_argument("--message-retention-period-secs", type=int, help="60..1209600")
     p.add_argument(
         "--content-based-deduplication",
@@ -259,9 +260,9 @@ def _list(c: Client, args: argparse.Namespace) -> None:
 
 
 def _settings_body(args: argparse.Namespace) -> dict[str, Any]:
-    delay = _ranged("--delivery-delay-secs", args.delivery_delay_secs, 0, 86_400)
+    delay = _ranged("--delivery-delay-secs", args.delivery_delay_secs, *limits.DELAY_S)
     retention = _ranged(
-        "--message-retention-period-secs", args.message_retention_period_secs, 60, 1_209_600
+        "--message-retention-period-secs", args.message_retention_period_secs, *limits.RETENTION_S
     )
     return _given(
         delivery_delay=delay,
@@ -569,7 +570,7 @@ def _pull(c: Client, args: argparse.Namespace) -> None:
 def _receive(c: Client, args: argparse.Namespace) -> None:
     wait = _ranged("--wait", args.wait, 0, 20)
     most = _ranged("--max", args.max, 1, 100)
-    visibility = _ranged("--visibility", args.visibility, 1, 43_200)
+    visibility = _ranged("--visibility", args.visibility, *limits.VISIBILITY_S)
     req = _given(
         batch_size=most,
         visibility_timeout_ms=None if visibility is None else visibility * 1000,
@@ -673,7 +674,9 @@ def _redrive(c: Client, args: argparse.Namespace) -> None:
 
 
 def _consumer_add(c: Client, args: argparse.Namespace) -> None:
-    timeout = _ranged("--visibility-timeout-secs", args.visibility_timeout_secs, 1, 43_200)
+    timeout = _ranged(
+        "--visibility-timeout-secs", args.visibility_timeout_secs, *limits.VISIBILITY_S
+    )
     settings = _given(
         batch_size=args.batch_size,
         max_retries=args.message_retries,

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ocd import limits
 from ocd.configbindings import AssetsConfig, IgnoredBinding, assets, crons, unsupported_bindings
 from ocd.configfile import File, Table, absolute_path, is_loopback, parse_listen
 from ocd.dsn import redact_dsn
@@ -128,7 +129,7 @@ class QueueConfig:
     name: str
     account: str = LOCAL_ACCOUNT
     delivery_delay_s: int = 0
-    message_retention_period_s: int = 345_600
+    message_retention_period_s: int = limits.RETENTION_DEFAULT_S
     delivery_paused: bool = False
     content_based_deduplication: bool = False  # FIFO queues only (names ending in ".fifo")
     deduplication_scope: str = "queue"  # FIFO queues only: or "message_group"
@@ -661,9 +662,9 @@ class _Loader:
         return QueueConfig(
             name=name or "",
             account=account,
-            delivery_delay_s=q.integer("delivery_delay", 0, 86400, 0),
+            delivery_delay_s=q.integer("delivery_delay", *limits.DELAY_S, 0),
             message_retention_period_s=q.integer(
-                "message_retention_period", 60, 1_209_600, 345_600
+                "message_retention_period", *limits.RETENTION_S, limits.RETENTION_DEFAULT_S
             ),
             delivery_paused=q.boolean("delivery_paused", False),
             **self._fifo_settings(q, name),
@@ -890,7 +891,7 @@ class _Loader:
                 file.problem(path, f"missing required key {what}")
                 queue = None
         if file.wrangler and "delivery_delay" in p:
-            p.number("delivery_delay", 0, 86400, 0)
+            p.number("delivery_delay", *limits.DELAY_S, 0)
             where = f"{file.shown}: {p.key_path('delivery_delay')}"
             self.warnings.append(
                 f"{where}: deprecated and has no effect; set delivery_delay in [[queues]] instead"
@@ -927,6 +928,6 @@ class _Loader:
             max_retries=c.integer("max_retries", 0, 100, 3),
             dead_letter_queue=dlq,
             max_concurrency=concurrency,
-            retry_delay_s=c.integer("retry_delay", 0, 86400, 0),
+            retry_delay_s=c.integer("retry_delay", *limits.DELAY_S, 0),
         )
         return consumer if queue else None

@@ -39,7 +39,7 @@ from typing import Any
 import aiohttp
 
 import runtime
-from ocd import codec
+from ocd import codec, limits
 from ocd.config import WorkerConfig
 from ocd.errors import WorkerLoadError
 from ocd.loader import Handler, load_worker
@@ -236,8 +236,13 @@ class Consumer:
             raise ConsumeError("error: --max-concurrency must be 1..1000")
         if args.batch_size is not None and not 1 <= args.batch_size <= 100:
             raise ConsumeError("error: --batch-size must be 1..100")
-        if args.visibility_timeout is not None and not 1 <= args.visibility_timeout <= 43_200:
-            raise ConsumeError("error: --visibility-timeout must be 1..43200 seconds")
+        if (
+            args.visibility_timeout is not None
+            and args.visibility_timeout not in limits.VISIBILITY_S
+        ):
+            raise ConsumeError(
+                f"error: --visibility-timeout must be {limits.VISIBILITY_S.text} seconds"
+            )
         if not args.worker.is_file():
             raise ConsumeError(f"error: --worker {args.worker}: no such file")
         wc = WorkerConfig(

@@ -139,7 +139,7 @@ class StoreBehind(StoreCorrupt):
 
 
 class QueueNotFound(OcdError):
-    code = 10104
+    code = 10104  # ocd.limits.QUEUE_NAME_NOT_FOUND (errors imports nothing of ocd)
 
     def __init__(self, queue: str) -> None:
         self.queue = queue

@@ -15,23 +15,22 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ocd import codec
+from ocd import codec, limits
 from ocd.clock import Clock, wall_ms
 from ocd.decide import send_delay
 from ocd.errors import QueueNotFound, QueueSendArgumentError, QueueSendError
 from ocd.metrics import Metrics
 from ocd.store import Backlog, FifoSent, NewMessage, QueueRecord, Store
 
-MAX_MESSAGE_BYTES = 128_000
-MAX_BATCH_MESSAGES = 100
-MAX_BATCH_BYTES = 256_000
-MAX_DELAY_S = 86_400
-
-# Cloudflare's error codes (reference 1.5)
-MESSAGE_METADATA_INVALID = 10203
-MESSAGE_SIZE_OUT_OF_BOUNDS = 10204
-BATCH_SIZE_OUT_OF_BOUNDS = 10205
-BATCH_COUNT_OUT_OF_BOUNDS = 10206
+# from the one table (ocd.limits), under the names the surfaces import
+MAX_MESSAGE_BYTES = limits.MESSAGE_BYTES
+MAX_BATCH_MESSAGES = limits.BATCH_MESSAGES
+MAX_BATCH_BYTES = limits.BATCH_BYTES
+MAX_DELAY_S = limits.DELAY_S.high
+MESSAGE_METADATA_INVALID = limits.MESSAGE_METADATA_INVALID
+MESSAGE_SIZE_OUT_OF_BOUNDS = limits.MESSAGE_SIZE_OUT_OF_BOUNDS
+BATCH_SIZE_OUT_OF_BOUNDS = limits.BATCH_SIZE_OUT_OF_BOUNDS
+BATCH_COUNT_OUT_OF_BOUNDS = limits.BATCH_COUNT_OUT_OF_BOUNDS
 
 
 def check_delay(value: Any) -> int | None:

@@ -11,35 +11,61 @@ from aiohttp import web
 
 from ocd.errors import QueueNotFound, StoreFull, StoreUnavailable
 from ocd.http.body import BodyError, ClientGone
+from ocd.limits import (  # the codes, from the one table; re-exported for the handlers
+    AUTH_ERROR,
+    BODY_INVALID,
+    BODY_MALFORMED,
+    CONSUMER_EXISTS,
+    CONSUMER_NOT_FOUND,
+    FEATURE_NOT_SUPPORTED,
+    INTERNAL,
+    INVALID_TOKEN,
+    MESSAGE_METADATA_INVALID,
+    METHOD_NOT_ALLOWED,
+    NO_PULL_CONSUMER,
+    OVERLOADED,
+    QUEUE_DISABLED,
+    QUEUE_EXISTS,
+    QUEUE_ID_MALFORMED,
+    QUEUE_IN_USE,
+    QUEUE_NOT_FOUND,
+    ROUTE_NOT_FOUND,
+    SERVICE_NOT_FOUND,
+    STORAGE_FULL,
+    STORE_UNAVAILABLE,
+    TASK_NOT_FOUND,
+    TASK_RUNNING,
+    USER_UNAUTHORIZED,
+)
 
 log = logging.getLogger(__name__)
 
-# Cloudflare's codes where one is known (reference 1.5, and the REST API's 10000 / 11xxx);
-# the comments say where a code is ocd's own.
-AUTH_ERROR = 10000
-INVALID_TOKEN = 1000  # /user/tokens/verify: "Invalid API Token"
-USER_UNAUTHORIZED = 9109  # /user: "Unauthorized to access requested resource"
-SERVICE_NOT_FOUND = 10090  # /workers/services/{name}: no such worker
-QUEUE_ID_MALFORMED = 10107
-MESSAGE_METADATA_INVALID = 10203
-BODY_INVALID = 10207
-BODY_MALFORMED = 10208
-QUEUE_DISABLED = 10252
-INTERNAL = 15000
-STORE_UNAVAILABLE = 15001  # ocd's own: the queue database cannot be reached now; retry
-STORAGE_FULL = 10251  # QueueStorageLimitExceeded
-QUEUE_NOT_FOUND = 11000
-CONSUMER_NOT_FOUND = 11002  # ocd's own
-CONSUMER_EXISTS = 11004
-QUEUE_IN_USE = 11006  # ocd's own: the config file names the queue
-QUEUE_EXISTS = 11009  # ocd's own: the name is taken in this account
-NO_PULL_CONSUMER = 11010  # ocd's own
-FEATURE_NOT_SUPPORTED = 11011  # ocd's own: a Cloudflare API ocd does not provide
-TASK_NOT_FOUND = 11012  # ocd's own: no bulk move task of that id
-TASK_RUNNING = 11013  # ocd's own: the queue has a redrive running (one at a time)
-ROUTE_NOT_FOUND = 7003
-METHOD_NOT_ALLOWED = 7001
-OVERLOADED = 15002  # ocd's own: at the connection limit (server.max_connections); retry
+__all__ = [
+    "AUTH_ERROR",
+    "BODY_INVALID",
+    "BODY_MALFORMED",
+    "CONSUMER_EXISTS",
+    "CONSUMER_NOT_FOUND",
+    "FEATURE_NOT_SUPPORTED",
+    "INTERNAL",
+    "INVALID_TOKEN",
+    "MESSAGE_METADATA_INVALID",
+    "METHOD_NOT_ALLOWED",
+    "NO_PULL_CONSUMER",
+    "OVERLOADED",
+    "QUEUE_DISABLED",
+    "QUEUE_EXISTS",
+    "QUEUE_ID_MALFORMED",
+    "QUEUE_IN_USE",
+    "QUEUE_NOT_FOUND",
+    "ROUTE_NOT_FOUND",
+    "SERVICE_NOT_FOUND",
+    "STORAGE_FULL",
+    "STORE_UNAVAILABLE",
+    "TASK_NOT_FOUND",
+    "TASK_RUNNING",
+    "USER_UNAUTHORIZED",
+]
 
 
 class ApiError(Exception):

@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ocd import limits
 from ocd.api.context import ApiContext
 from ocd.api.envelope import (
     MESSAGE_METADATA_INVALID,
@@ -203,8 +204,8 @@ class MessageRoutes:
         )
         consumer = self._pull_consumer(q)
         batch_size = f.integer("batch_size", 1, 100, 5)
-        visibility = f.integer("visibility_timeout_ms", 1, 43_200_000, None)
-        older = f.integer("visibility_timeout", 1, 43_200_000, None)  # the older name
+        visibility = f.integer("visibility_timeout_ms", *limits.VISIBILITY_MS, None)
+        older = f.integer("visibility_timeout", *limits.VISIBILITY_MS, None)  # the older name
         if visibility is None:
             visibility = older if older is not None else consumer.visibility_timeout_ms
         wait_ms = f.integer("wait_ms", 0, MAX_WAIT_MS, 0)

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ocd import limits
 from ocd.admin import Admin
 from ocd.api.context import QUEUE_NAME, ApiContext, iso, pull_consumer_json
 from ocd.api.envelope import (
@@ -58,8 +59,8 @@ def _settings(f: Fields, base: QueueSettings) -> QueueSettings:
             s.where("deduplication_scope"),
         )
     return QueueSettings(
-        s.integer("delivery_delay", 0, 86_400, base.delivery_delay_s),
-        s.integer("message_retention_period", 60, 1_209_600, base.message_retention_period_s),
+        s.integer("delivery_delay", *limits.DELAY_S, base.delivery_delay_s),
+        s.integer("message_retention_period", *limits.RETENTION_S, base.message_retention_period_s),
         s.boolean("delivery_paused", base.delivery_paused),
         s.boolean("content_based_deduplication", base.content_based_deduplication),
         scope,
@@ -287,8 +288,8 @@ class QueueRoutes:
             dlq,
             s.integer("batch_size", 1, 100, 10),
             s.integer("max_retries", 0, 100, 3),
-            s.integer("visibility_timeout_ms", 1, 43_200_000, 30_000),
-            s.integer("retry_delay", 0, 86_400, 0),
+            s.integer("visibility_timeout_ms", *limits.VISIBILITY_MS, limits.VISIBILITY_DEFAULT_MS),
+            s.integer("retry_delay", *limits.DELAY_S, 0),
         )
 
     def _consumer_json(self, q: QueueRecord, stored: PullConsumer) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ocd import limits
 from ocd.api.context import QUEUE_NAME
 from ocd.producer import (
     BATCH_SIZE_OUT_OF_BOUNDS,
@@ -24,7 +25,7 @@ from ocd.pull import MAX_WAIT_MS
 
 Schema = dict[str, Any]
 
-MAX_VISIBILITY_MS = 43_200_000  # 12 hours
+MAX_VISIBILITY_MS = limits.VISIBILITY_MS.high  # 12 hours
 # ocd.producer.check_fifo_id's rule: 1..128 printable ASCII characters, no space
 FIFO_ID_PATTERN = "^[!-~]{1,128}$"
 NAME_PATTERN = f"^{QUEUE_NAME.pattern}$"
@@ -105,9 +106,11 @@ def string_map(description: str) -> Schema:
 
 QUEUE_SETTINGS_INPUT = obj(
     {
-        "delivery_delay": optional_int(0, 86_400, "Seconds every new message waits.", 0),
+        "delivery_delay": optional_int(*limits.DELAY_S, "Seconds every new message waits.", 0),
         "message_retention_period": optional_int(
-            60, 1_209_600, "Seconds a message is kept before it expires.", 345_600
+            *limits.RETENTION_S,
+            "Seconds a message is kept before it expires.",
+            limits.RETENTION_DEFAULT_S,
         ),
         "delivery_paused": {
             "type": "boolean",
@@ -365,9 +368,9 @@ QUEUE = obj(
         "consumers_total_count": integer(0, 1),
         "settings": obj(
             {
-                "delivery_delay": integer(0, 86_400),
+                "delivery_delay": integer(*limits.DELAY_S),
                 "delivery_paused": {"type": "boolean"},
-                "message_retention_period": integer(60, 1_209_600),
+                "message_retention_period": integer(*limits.RETENTION_S),
                 "content_based_deduplication": {
                     "type": "boolean",
                     "description": "FIFO queues only (absent on standard queues).",

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ocd import codec
+from ocd import codec, limits
 from ocd.errors import (
     QueueNotFound,
     QueueSendError,
@@ -38,8 +38,8 @@ from ocd.store import Backlog
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_ERROR = 15000  # workerd's default code
-UNAVAILABLE = 10503
+UNKNOWN_ERROR = limits.INTERNAL  # workerd's default code
+UNAVAILABLE = limits.SERVICE_UNAVAILABLE
 MAX_REQUEST_BYTES = 1024 * 1024  # a batch of 256,000 bytes in base64 and JSON, with room
 
 

@@ -75,6 +75,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple, Protocol
 
+from ocd import limits
+
 CATALOGUE_FRESH_S = 1.0  # another node's queue change is seen within this long
 FIFO_SUFFIX = ".fifo"
 DEDUP_WINDOW_MS = 300_000  # a FIFO deduplication id is remembered this long after its send
@@ -89,7 +91,7 @@ class LeaseKind(IntEnum):
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
     delivery_delay_s: int = 0
-    message_retention_period_s: int = 345_600
+    message_retention_period_s: int = limits.RETENTION_DEFAULT_S
     delivery_paused: bool = False
     # FIFO queues only (a name ending in ".fifo"): a send without a deduplication id is
     # deduplicated by the SHA-256 of its body; and whether ids are unique per queue or per group

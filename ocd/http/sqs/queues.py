@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ocd import limits
 from ocd.http.sqs.errors import SqsError, no_queue
 from ocd.store import PullConsumer, QueueSettings
 
@@ -22,9 +23,9 @@ LOCAL_ACCOUNT_ID = "000000000000"
 # Without a redrive policy SQS redelivers for ever; the store counts attempts anyway.
 UNLIMITED_RECEIVES = 1_000_000_000
 DEFAULT_VISIBILITY_S = 30
-MAX_VISIBILITY_S = 43_200
-MAX_DELAY_S = 900
-MAX_MESSAGE_BYTES = 1_048_576  # SQS's limit (and default) since 2025: 1 MiB
+MAX_VISIBILITY_S = limits.SQS_VISIBILITY_S.high
+MAX_DELAY_S = limits.SQS_DELAY_S.high
+MAX_MESSAGE_BYTES = limits.SQS_MESSAGE_BYTES  # SQS's limit (and default) since 2025: 1 MiB
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _FIFO_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
@@ -165,7 +166,9 @@ def parse_attributes(
         elif key == "VisibilityTimeout":
             wanted = replace(wanted, visibility_s=_int(key, value, 0, MAX_VISIBILITY_S))
         elif key == "MessageRetentionPeriod":
-            settings = replace(settings, message_retention_period_s=_int(key, value, 60, 1_209_600))
+            settings = replace(
+                settings, message_retention_period_s=_int(key, value, *limits.RETENTION_S)
+            )
         elif key == "DelaySeconds":
             settings = replace(settings, delivery_delay_s=_int(key, value, 0, MAX_DELAY_S))
         elif key == "ContentBasedDeduplication":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from aiohttp import web
 
+from ocd import limits
 from ocd.errors import QueueSendError
 from ocd.http.ui.auth import Viewer
 from ocd.http.ui.views import browse_params
@@ -36,8 +37,8 @@ async def send(ui: Dashboard, request: web.Request, viewer: Viewer) -> web.Strea
             body = json.loads(text)
         except ValueError as e:
             ui.back(where, f"Not valid JSON: {e}")
-    if not raw_delay.isdigit() or int(raw_delay) > 86_400:
-        ui.back(where, "Delay must be 0..86400 seconds.")
+    if not raw_delay.isdigit() or int(raw_delay) not in limits.DELAY_S:
+        ui.back(where, f"Delay must be {limits.DELAY_S.text} seconds.")
     try:
         group = str(form.get("group", "")) or None
         # a FIFO test message is its own: a fresh deduplication id unless the body decides

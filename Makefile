@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv run test test-postgres test-browser lint bench chaos clean
+.PHONY: venv run test test-quick test-postgres test-browser lint bench chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The inner loop: unit tests and the store's conformance suite on SQLite (under a minute).
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit tests/store -k "not postgres"
 
 # The tests that run daemons, on PostgreSQL (a throw-away cluster; see README, Development).
 test-postgres: $(STAMP)

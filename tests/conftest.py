@@ -99,6 +99,14 @@ def workerd_tools() -> None:
         pytest.skip(reason)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Acceptance and chaos tests (real processes, real faults) are ``slow``: ``-m "not
+    slow"`` leaves the quick tiers."""
+    for item in items:
+        if any(part in ("acceptance", "chaos") for part in item.path.parts[-3:-1]):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _note_postgres_skip(report)
 

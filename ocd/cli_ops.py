@@ -45,16 +45,28 @@ async def watch_and_reload(daemon: Daemon, stop: asyncio.Event) -> None:
     while not stop.is_set():
         paths = watched_paths(daemon.config)
         log.info("watching %s", ", ".join(str(p) for p in paths), extra={"event": "dev_watching"})
+        # ocd's own writes (the database, JS bundles) may be inside a watched folder
+        own = [daemon.config.server.data_dir.resolve(), daemon.config.store.data_dir.resolve()]
         async for changes in watchfiles.awatch(
             *paths, stop_event=stop, debounce=DEBOUNCE_MS, recursive=True
         ):
-            changed = sorted({str(Path(p)) for _, p in changes if not p.endswith(".pyc")})
+            changed = sorted(
+                {
+                    str(Path(p))
+                    for _, p in changes
+                    if not p.endswith(".pyc") and not _inside(Path(p), own)
+                }
+            )
             if not changed:
                 continue
             log.info("changed: %s; reloading", ", ".join(changed), extra={"event": "dev_changed"})
             await daemon.reload()
             if watched_paths(daemon.config) != paths:
                 break  # workers came or went: watch the new set
+
+
+def _inside(path: Path, folders: list[Path]) -> bool:
+    return any(path.resolve().is_relative_to(f) for f in folders)
 
 
 def status(url: str, as_json: bool) -> int:

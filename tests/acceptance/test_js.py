@@ -264,3 +264,46 @@ async def test_sigterm_lets_a_js_batch_finish_and_acks_it(tmp_path, ocd_processe
     assert [(r["body"]["tag"], r["attempts"]) for r in rows] == [("draining", 1)]
     assert again.stop() == 0
     assert [r["body"]["tag"] for r in _echoed(tmp_path)] == ["draining"]
+
+
+async def test_dev_rebundles_a_changed_js_worker_and_ignores_its_own_writes(
+    tmp_path, ocd_processes
+):
+    """``ocd dev`` with the worker, its config and the data directory in one folder: an edit
+    of the worker switches to a new workerd; ocd's own writes there (the database, the
+    bundles) reload nothing."""
+    for f in (JS_APP / "src").iterdir():  # beside the config and the data dir
+        shutil.copy(f, tmp_path / f.name)
+    cfg = tmp_path / "ocd.toml"
+    cfg.write_text(
+        f'[server]\nlisten = "127.0.0.1:0"\ndata_dir = ".ocd"\n{_store()}\n{js_section()}\n'
+        '[[workers]]\nname = "jsapp"\nmain = "index.ts"\ncompatibility_date = "2026-11-01"\n'
+        'routes = ["/"]\n[[workers.queues.producers]]\nbinding = "QUEUE"\nqueue = "loop"\n'
+        '[[workers.queues.consumers]]\nqueue = "loop"\nmax_batch_timeout = 0\n'
+    )
+    p = ocd_processes(cfg, command="dev")
+    port = p.wait_started()
+    await eventually(lambda: p.event("dev_watching"), 20)
+    async with aiohttp.ClientSession() as s:
+
+        async def text() -> str:
+            async with s.get(f"http://127.0.0.1:{port}/x") as r:
+                return await r.text()
+
+        assert await text() == "hello from GET /x"
+        async with s.post(f"http://127.0.0.1:{port}/send", json={"body": {"n": 1}}) as r:
+            assert r.status == 200, await r.text()
+        await eventually(lambda: p.event("batch_acked"), 30)  # the database was written
+        index = tmp_path / "index.ts"
+        index.write_text(index.read_text().replace("hello from", "edited from"))
+
+        async def edited() -> bool:
+            return await text() == "edited from GET /x"
+
+        await eventually(edited, 30)
+    reloads = [e for e in p.events if e.get("event") == "reload_applied"]
+    assert len(reloads) == 1, [e["msg"] for e in reloads]
+    changes = [e["msg"] for e in p.events if e.get("event") == "dev_changed"]
+    assert changes and not any("/.ocd/" in c for c in changes), changes
+    assert "running on a new workerd" in reloads[0]["msg"]
+    assert p.stop() == 0

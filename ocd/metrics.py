@@ -17,6 +17,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from ocd.counts import queue_counts
 from ocd.store import Store
 
 QUEUE = ("account", "queue")
@@ -132,11 +133,11 @@ class Metrics:
         for q in store.queues():
             labels = (q.account, q.name)
             b = await store.backlog(q)
-            not_ready, inflight = stats.get(q.key, (0, 0))
-            self.backlog.labels(*labels).set(b.count)
+            c = queue_counts(b.count, stats.get(q.key))
+            self.backlog.labels(*labels).set(c.backlog)
             self.backlog_bytes.labels(*labels).set(b.bytes)
-            self.inflight.labels(*labels).set(inflight)
-            self.delayed.labels(*labels).set(not_ready - inflight)
+            self.inflight.labels(*labels).set(c.in_flight)
+            self.delayed.labels(*labels).set(c.delayed)
             self.oldest_age.labels(*labels).set(
                 max(0, now_ms - b.oldest_ms) / 1000 if b.oldest_ms else 0
             )

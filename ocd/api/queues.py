@@ -26,6 +26,7 @@ from ocd.api.envelope import (
     ok,
 )
 from ocd.api.validate import Fields, json_object
+from ocd.counts import queue_counts
 from ocd.errors import (
     ConsumerExists,
     ConsumerInConfig,
@@ -181,16 +182,15 @@ class QueueRoutes:
     async def metrics(self, request: web.Request) -> web.Response:
         q = await self.ctx.queue(request)
         b = await self.ctx.store.backlog(q)
-        stats = (await self.ctx.store.queue_stats(self.ctx.clock())).get(q.key)
-        not_ready, leased = (stats.not_ready, stats.leased) if stats else (0, 0)
+        c = queue_counts(b.count, (await self.ctx.store.queue_stats(self.ctx.clock())).get(q.key))
         return ok(
             {
                 "backlog_count": b.count,
                 "backlog_bytes": b.bytes,
                 "oldest_message_timestamp_ms": b.oldest_ms,
-                "ready_count": max(b.count - not_ready, 0),
-                "delayed_count": max(not_ready - leased, 0),
-                "inflight_count": leased,
+                "ready_count": c.ready,
+                "delayed_count": c.delayed,
+                "inflight_count": c.in_flight,
             }
         )
 

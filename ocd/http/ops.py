@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from ocd import cron
 from ocd.clock import Clock
 from ocd.config import Config
+from ocd.counts import queue_counts
 from ocd.dispatch import Dispatcher
 from ocd.loader import LoadedWorker
 from ocd.metrics import Metrics
@@ -146,14 +147,14 @@ class OpsRoutes:
         queues = []
         for q in store.queues():
             b = await store.backlog(q)
-            not_ready, inflight = stats.get(q.key, (0, 0))
+            c = queue_counts(b.count, stats.get(q.key))
             queues.append(
                 {
                     "account": q.account,
                     "name": q.name,
-                    "backlog": b.count,
-                    "inflight": inflight,
-                    "delayed": not_ready - inflight,
+                    "backlog": c.backlog,
+                    "inflight": c.in_flight,
+                    "delayed": c.delayed,
                     "paused": q.settings.delivery_paused,
                     "dead_letter_queue": q.name in dlqs,
                     # never negative, even for a send by a node whose clock is ahead

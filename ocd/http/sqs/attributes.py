@@ -9,6 +9,7 @@ import secrets
 from dataclasses import replace
 
 from ocd.admin import check_dead_letter
+from ocd.counts import queue_counts
 from ocd.errors import ConsumerInConfig, DeadLetterTypeMismatch
 from ocd.http.sqs import queues as q
 from ocd.http.sqs.context import Call, SqsContext
@@ -122,13 +123,12 @@ async def view(sqs: SqsContext, call: Call, queue: QueueRecord) -> dict[str, str
     vis, redrive = q.consumer_view(sqs.store.pull_consumer(queue))
     now = sqs.clock()
     backlog = await sqs.store.backlog(queue)
-    stats = (await sqs.store.queue_stats(now)).get(queue.key)
-    not_ready, leased = (stats.not_ready, stats.leased) if stats else (0, 0)
+    c = queue_counts(backlog.count, (await sqs.store.queue_stats(now)).get(queue.key))
     attrs = {
         "QueueArn": call.arn(queue.name),
-        "ApproximateNumberOfMessages": str(max(backlog.count - not_ready, 0)),
-        "ApproximateNumberOfMessagesNotVisible": str(leased),
-        "ApproximateNumberOfMessagesDelayed": str(max(not_ready - leased, 0)),
+        "ApproximateNumberOfMessages": str(c.ready),
+        "ApproximateNumberOfMessagesNotVisible": str(c.in_flight),
+        "ApproximateNumberOfMessagesDelayed": str(c.delayed),
         "CreatedTimestamp": str(queue.created_ms // 1000),
         "LastModifiedTimestamp": str(queue.modified_ms // 1000),
         "VisibilityTimeout": str(vis),

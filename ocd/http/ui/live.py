@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ocd.counts import queue_counts
 from ocd.http.ui.source import UiSource
 from ocd.store import QueueRecord
 
@@ -127,7 +128,7 @@ class Hub:
         for q in src.store.queues():
             key = (q.account, q.name)
             backlog = depth[key]
-            not_ready, leased = stats.get(q.key, (0, 0))
+            c = queue_counts(backlog, stats.get(q.key))
             h = self.history.setdefault(key, QueueHistory())
             values = tuple(counters.get((name, *key), 0.0) for name in COUNTERS)
             h.seconds.append((time.monotonic(), values))
@@ -137,10 +138,10 @@ class Hub:
             rows.setdefault(q.account, []).append(
                 {
                     "name": q.name,
-                    "ready": max(0, backlog - not_ready),
-                    "delayed": max(0, not_ready - leased),
-                    "inflight": leased,
-                    "backlog": backlog,
+                    "ready": c.ready,
+                    "delayed": c.delayed,
+                    "inflight": c.in_flight,
+                    "backlog": c.backlog,
                     "dlq": dlq,
                     "dlq_depth": depth.get((q.account, dlq), 0) if dlq else None,
                     "paused": q.settings.delivery_paused,

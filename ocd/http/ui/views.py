@@ -10,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from ocd.counts import queue_counts
 from ocd.http.ui.source import UiSource
 from ocd.store import BROWSE_STATES, BrowseCursor, Browsed, BrowseQuery
 
@@ -38,7 +39,7 @@ async def queue_rows(
         if q.account != account:
             continue
         b = await src.store.backlog(q)
-        not_ready, leased = stats.get(q.key, (0, 0))
+        c = queue_counts(b.count, stats.get(q.key))
         dlq = dlq_of.get(q.name)
         dlq_q = src.store.queue(dlq, account) if dlq else None
         wc = src.admin.worker_consumer(q)
@@ -48,9 +49,9 @@ async def queue_rows(
         rows.append(
             {
                 "name": q.name,
-                "ready": max(0, b.count - not_ready),
-                "delayed": max(0, not_ready - leased),
-                "inflight": leased,
+                "ready": c.ready,
+                "delayed": c.delayed,
+                "inflight": c.in_flight,
                 "dlq": dlq,
                 "dlq_depth": src.store.backlog_count(dlq_q) if dlq_q else None,
                 "oldest_s": max(0.0, (now - b.oldest_ms) / 1000) if b.oldest_ms else 0.0,

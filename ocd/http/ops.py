@@ -4,46 +4,16 @@ status report that ``ocd status`` shows."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ocd import cron
-from ocd.clock import Clock
-from ocd.config import Config
 from ocd.counts import queue_counts
-from ocd.dispatch import Dispatcher
-from ocd.loader import LoadedWorker
-from ocd.metrics import Metrics
-from ocd.scheduler import Scheduler
-from ocd.store import Store
+from ocd.http.view import DaemonView
 
-
-class OpsSource(Protocol):
-    """What the endpoints read, live on every request: a reload swaps the config and the
-    workers, and the lifecycle moves the state."""
-
-    @property
-    def config(self) -> Config: ...
-    @property
-    def workers(self) -> Sequence[LoadedWorker]: ...
-    @property
-    def dispatchers(self) -> Mapping[tuple[str, str], Dispatcher]: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def metrics(self) -> Metrics: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def scheduler(self) -> Scheduler: ...
-    @property
-    def workerd_state(self) -> str | None:
-        """ "up" or "down" when JavaScript workers run in workerd; None without any."""
+OpsSource = DaemonView  # the ops endpoints read the daemon's view as it is
 
 
 class OpsRoutes:

@@ -21,9 +21,6 @@ from aiohttp import web
 import runtime
 from ocd import cron, loader
 from ocd.admin import Admin
-from ocd.api.app import add_api
-from ocd.api.context import ApiContext
-from ocd.api.envelope import error_response
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config, ConsumerConfig, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
@@ -37,6 +34,9 @@ from ocd.errors import (
 )
 from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
+from ocd.http.cloudflare.app import add_api
+from ocd.http.cloudflare.context import ApiContext
+from ocd.http.cloudflare.envelope import error_response
 from ocd.http.guard import Gate, GuardedSite, Timeouts, gate_for
 from ocd.http.ops import OpsRoutes
 from ocd.http.sqs.app import SqsApp, status_reply

@@ -6,7 +6,7 @@ from typing import Any
 
 from openapi_schema_validator import OAS31Validator
 
-from ocd.api.openapi import document
+from ocd.http.cloudflare.openapi import document
 
 DOC = document()
 

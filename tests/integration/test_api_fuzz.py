@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ocd.api.app import PREFIX
-from ocd.api.context import QUEUE_NAME
+from ocd.http.cloudflare.app import PREFIX
+from ocd.http.cloudflare.context import QUEUE_NAME
 from ocd.pull import MAX_WAIT_MS
 from tests.helpers import FakeClock
 from tests.integration.conftest import Running

@@ -11,10 +11,10 @@ import aiohttp
 from aiohttp import web
 from openapi_spec_validator import validate
 
-from ocd.api.app import PREFIX
-from ocd.api.envelope import enveloped
-from ocd.api.openapi import ALWAYS_FAIL, document
 from ocd.errors import StoreFull, StoreUnavailable
+from ocd.http.cloudflare.app import PREFIX
+from ocd.http.cloudflare.envelope import enveloped
+from ocd.http.cloudflare.openapi import ALWAYS_FAIL, document
 from tests.integration.conftest import Running
 from tests.openapi_schemas import DOC, problems, response_validator
 
@@ -390,7 +390,7 @@ async def test_fifo_pull_and_peek_responses_match_the_documented_schemas(start_d
 
 
 def test_the_documented_fifo_id_pattern_is_the_producers():
-    from ocd.api.schemas import FIFO_ID_PATTERN
+    from ocd.http.cloudflare.schemas import FIFO_ID_PATTERN
     from ocd.producer import _FIFO_ID
 
     assert FIFO_ID_PATTERN == f"^{_FIFO_ID.pattern}$"

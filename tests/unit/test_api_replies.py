@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ocd.api.envelope import ok
-from ocd.api.messages import message_json, metrics_json, sent_reply
+from ocd.http.cloudflare.envelope import ok
+from ocd.http.cloudflare.messages import message_json, metrics_json, sent_reply
 from ocd.store import Backlog, Delivery
 from tests.openapi_schemas import problems, response_validator
 

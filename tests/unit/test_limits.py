@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from ocd import codec, limits, producer
-from ocd.api import envelope, schemas
 from ocd.config import load_config
 from ocd.errors import ConfigError, QueueSendError
+from ocd.http.cloudflare import envelope, schemas
 from ocd.http.sqs import queues as sqs_queues
 from runtime.queue import _delay_option
 

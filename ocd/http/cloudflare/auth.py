@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from aiohttp import web
 
-from ocd.api.envelope import AUTH_ERROR, ApiError
+from ocd.http.cloudflare.envelope import AUTH_ERROR, ApiError
 
 LOCAL = "local"
 # POSTs that change nothing, open to read-only tokens.

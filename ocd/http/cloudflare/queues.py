@@ -14,18 +14,6 @@ from aiohttp import web
 
 from ocd import limits
 from ocd.admin import Admin
-from ocd.api.context import QUEUE_NAME, ApiContext, iso, pull_consumer_json
-from ocd.api.envelope import (
-    CONSUMER_EXISTS,
-    CONSUMER_NOT_FOUND,
-    QUEUE_EXISTS,
-    QUEUE_IN_USE,
-    ApiError,
-    ApiRouter,
-    invalid,
-    ok,
-)
-from ocd.api.validate import Fields, json_object
 from ocd.counts import queue_counts
 from ocd.errors import (
     ConsumerExists,
@@ -37,6 +25,18 @@ from ocd.errors import (
     QueueInUse,
     QueueTypeChange,
 )
+from ocd.http.cloudflare.context import QUEUE_NAME, ApiContext, iso, pull_consumer_json
+from ocd.http.cloudflare.envelope import (
+    CONSUMER_EXISTS,
+    CONSUMER_NOT_FOUND,
+    QUEUE_EXISTS,
+    QUEUE_IN_USE,
+    ApiError,
+    ApiRouter,
+    invalid,
+    ok,
+)
+from ocd.http.cloudflare.validate import Fields, json_object
 from ocd.names import QUEUE_NAME_RULE
 from ocd.store import PullConsumer, QueueRecord, QueueSettings
 

@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 document of everything ocd serves under /client/v4.
 
-The bodies' schemas live in ``ocd.api.schemas``; this module adds the routes, their
+The bodies' schemas live in ``ocd.http.cloudflare.schemas``; this module adds the routes, their
 parameters, and which error codes each can answer with. ``tests/integration/test_openapi.py``
 checks the document against the router both ways and the responses against their schemas;
 ``tests/integration/test_api_fuzz.py`` checks that no request the schemas reject is accepted.
@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ocd.api.envelope import (
+from ocd.http.cloudflare.envelope import (
     AUTH_ERROR,
     BODY_INVALID,
     BODY_MALFORMED,
@@ -41,7 +41,7 @@ from ocd.api.envelope import (
     TASK_RUNNING,
     USER_UNAUTHORIZED,
 )
-from ocd.api.schemas import SCHEMAS, Schema, array, error_item, obj, ref, string
+from ocd.http.cloudflare.schemas import SCHEMAS, Schema, array, error_item, obj, ref, string
 from ocd.producer import (
     BATCH_COUNT_OUT_OF_BOUNDS,
     BATCH_SIZE_OUT_OF_BOUNDS,

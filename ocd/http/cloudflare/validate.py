@@ -7,8 +7,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ocd.api.envelope import BODY_MALFORMED, ApiError, invalid
 from ocd.http.body import read_body
+from ocd.http.cloudflare.envelope import BODY_MALFORMED, ApiError, invalid
 
 _MISSING: Any = object()
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ocd.api import openapi
-from ocd.api.browse import BrowseRoutes
-from ocd.api.context import ApiContext
-from ocd.api.envelope import ApiRouter, Handler, enveloped
-from ocd.api.messages import MessageRoutes
-from ocd.api.queues import QueueRoutes
-from ocd.api.user import UserRoutes
+from ocd.http.cloudflare import openapi
+from ocd.http.cloudflare.browse import BrowseRoutes
+from ocd.http.cloudflare.context import ApiContext
+from ocd.http.cloudflare.envelope import ApiRouter, Handler, enveloped
+from ocd.http.cloudflare.messages import MessageRoutes
+from ocd.http.cloudflare.queues import QueueRoutes
+from ocd.http.cloudflare.user import UserRoutes
 
 PREFIX = "/client/v4"
 

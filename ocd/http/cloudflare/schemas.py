@@ -1,4 +1,4 @@
-"""JSON schemas of the API's request and response bodies, for ``ocd.api.openapi``.
+"""JSON schemas of the API's request and response bodies, for ``ocd.http.cloudflare.openapi``.
 
 Request schemas say exactly what the handlers accept: ``null`` counts as "absent" for the
 numbers, strings and arrays the handlers read that way (booleans must be true or false),
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ocd import limits
-from ocd.api.context import QUEUE_NAME
+from ocd.http.cloudflare.context import QUEUE_NAME
 from ocd.producer import (
     BATCH_SIZE_OUT_OF_BOUNDS,
     MAX_BATCH_BYTES,

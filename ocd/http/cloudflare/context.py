@@ -9,10 +9,10 @@ from typing import Any
 from aiohttp import web
 
 from ocd.admin import Admin, worker_consumer_id
-from ocd.api.auth import Accounts
-from ocd.api.envelope import QUEUE_NOT_FOUND, ApiError
 from ocd.clock import Clock
 from ocd.config import Config
+from ocd.http.cloudflare.auth import Accounts
+from ocd.http.cloudflare.envelope import QUEUE_NOT_FOUND, ApiError
 from ocd.names import QUEUE_NAME as QUEUE_NAME  # re-exported for the API modules
 from ocd.producer import Producer
 from ocd.pull import PullService

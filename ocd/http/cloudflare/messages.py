@@ -12,8 +12,9 @@ from typing import Any
 from aiohttp import web
 
 from ocd import limits
-from ocd.api.context import ApiContext
-from ocd.api.envelope import (
+from ocd.errors import QueueSendArgumentError, QueueSendError
+from ocd.http.cloudflare.context import ApiContext
+from ocd.http.cloudflare.envelope import (
     MESSAGE_METADATA_INVALID,
     NO_PULL_CONSUMER,
     QUEUE_DISABLED,
@@ -22,8 +23,7 @@ from ocd.api.envelope import (
     invalid,
     ok,
 )
-from ocd.api.validate import Fields, json_object
-from ocd.errors import QueueSendArgumentError, QueueSendError
+from ocd.http.cloudflare.validate import Fields, json_object
 from ocd.producer import MAX_BATCH_MESSAGES, check_delay
 from ocd.pull import MAX_WAIT_MS
 from ocd.store import Backlog, Delivery, PullConsumer, QueueRecord

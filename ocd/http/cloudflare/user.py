@@ -16,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ocd.api.context import ApiContext, iso
-from ocd.api.envelope import (
+from ocd.http.cloudflare.context import ApiContext, iso
+from ocd.http.cloudflare.envelope import (
     AUTH_ERROR,
     FEATURE_NOT_SUPPORTED,
     INVALID_TOKEN,
@@ -27,7 +27,7 @@ from ocd.api.envelope import (
     ApiRouter,
     ok,
 )
-from ocd.api.queues import MAX_PER_PAGE, _query_int
+from ocd.http.cloudflare.queues import MAX_PER_PAGE, _query_int
 
 ENVIRONMENT = "production"  # the one environment of every ocd worker
 SUBSCRIPTIONS = "/accounts/{account_id}/event_subscriptions/subscriptions"

@@ -12,8 +12,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ocd.api.context import ApiContext
-from ocd.api.envelope import (
+from ocd.errors import MoveTaskRunning
+from ocd.http.cloudflare.context import ApiContext
+from ocd.http.cloudflare.envelope import (
     QUEUE_NOT_FOUND,
     TASK_NOT_FOUND,
     TASK_RUNNING,
@@ -22,8 +23,7 @@ from ocd.api.envelope import (
     invalid,
     ok,
 )
-from ocd.api.validate import Fields, json_object
-from ocd.errors import MoveTaskRunning
+from ocd.http.cloudflare.validate import Fields, json_object
 from ocd.store import BROWSE_STATES, BrowseCursor, Browsed, BrowseQuery, QueueRecord
 
 MAX_PAGE = 100

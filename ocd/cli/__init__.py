@@ -3,7 +3,7 @@
 Exit codes: 0 clean stop, 1 a background task died, 2 usage or config error,
 3 startup failure (port taken, database unwritable, locked, damaged, or older than what ocd
 committed to it: see ``--accept-data-loss``). ``ocd queues`` and
-``ocd token`` (in ``ocd.cli_queues``): 0 done, 1 an API error or an unreachable daemon,
+``ocd token`` (in ``ocd.cli.queues``): 0 done, 1 an API error or an unreachable daemon,
 2 usage.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -20,7 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ocd import cli_queues, consume
+from ocd.cli import consume
+from ocd.cli import queues as cli_queues
+from ocd.cli.logs import setup_logging
 from ocd.config import Config, load_config
 from ocd.errors import ConfigError, WorkerLoadErrors
 from ocd.loader import LoadedWorker, load_workers
@@ -28,41 +29,6 @@ from ocd.loader import LoadedWorker, load_workers
 log = logging.getLogger("ocd")
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STARTUP = 0, 1, 2, 3
-
-_RECORD_FIELDS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, event, msg, then the record's fields."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "event": getattr(record, "event", "log"),
-            "msg": record.getMessage(),
-        }
-        for key, value in vars(record).items():
-            if key not in _RECORD_FIELDS and key not in out:
-                out[key] = value
-        if record.exc_info:
-            out["traceback"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
-
-
-def setup_logging(level: str, fmt: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        formatter: logging.Formatter = JsonFormatter()
-        formatter.converter = __import__("time").gmtime
-    else:
-        formatter = logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    logging.getLogger("aiosqlite").setLevel(logging.WARNING)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -165,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_queues.run(args)
     if args.command == "consume":
         return consume.run(args)
-    from ocd import cli_ops
+    from ocd.cli import ops as cli_ops
 
     if args.command == "status":
         return cli_ops.status(args.url, args.json)
@@ -262,7 +228,7 @@ async def _serve(
     loop.add_signal_handler(signal.SIGUSR1, _log_tasks)
     watcher = None
     if dev:
-        from ocd.cli_ops import watch_and_reload
+        from ocd.cli.ops import watch_and_reload
 
         watcher = asyncio.ensure_future(watch_and_reload(daemon, stop))
     stopped = asyncio.ensure_future(stop.wait())

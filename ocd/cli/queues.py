@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ocd import limits
-from ocd.cli_client import (
+from ocd.cli.client import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -30,7 +30,7 @@ from ocd.cli_client import (
     CliError,
     quote,
 )
-from ocd.cli_output import emit, message_body, notes, pairs, secs, table, when
+from ocd.cli.output import emit, message_body, notes, pairs, secs, table, when
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 POLL_S = 0.2  # how often a waiting redrive asks for its task's progress

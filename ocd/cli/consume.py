@@ -40,6 +40,7 @@ import aiohttp
 
 import runtime
 from ocd import codec, limits
+from ocd.cli.logs import setup_logging
 from ocd.config import WorkerConfig
 from ocd.errors import WorkerLoadError
 from ocd.loader import Handler, load_worker
@@ -527,6 +528,4 @@ def _delivery(index: int, m: dict[str, Any]) -> Delivery:
 
 
 def _logging(level: str, fmt: str) -> None:
-    from ocd.cli import setup_logging
-
     setup_logging(level, fmt)

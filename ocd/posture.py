@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ocd.config import Config
-from ocd.configfile import is_loopback
+from ocd.config.file import is_loopback
 from ocd.errors import Problem
 
 

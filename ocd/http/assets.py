@@ -23,7 +23,7 @@ from pathlib import Path
 from aiohttp import web
 
 import runtime
-from ocd.configbindings import AssetsConfig
+from ocd.config.bindings import AssetsConfig
 
 
 @dataclass(frozen=True, slots=True)

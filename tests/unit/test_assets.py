@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocd.configbindings import AssetsConfig
+from ocd.config.bindings import AssetsConfig
 from ocd.http.assets import Assets, Found
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from ocd import cron
-from ocd.configfile import Table, absolute_path
+from ocd.config.file import Table, absolute_path
 
 SUPPORTED = "only queues, vars and crons"
 ADVICE = "remove it or run this worker under wrangler dev"

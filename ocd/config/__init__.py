@@ -1,0 +1,50 @@
+"""The config file: its model (``model``), the loader that reads and checks it
+(``loader``: every problem with file, key path, expected and got), the TOML and wrangler
+file readers (``file``) and the wrangler binding checks (``bindings``)."""
+
+from ocd.config.bindings import AssetsConfig, IgnoredBinding
+from ocd.config.loader import JS_EXTENSIONS, load_config, parse_size
+from ocd.config.model import (
+    DEFAULT_DISK_RESERVE,
+    DEFAULT_LISTEN,
+    LOCAL_ACCOUNT,
+    RESERVED_ROUTE_PREFIXES,
+    AccountConfig,
+    Config,
+    ConsumerConfig,
+    JsConfig,
+    ProducerConfig,
+    QueueConfig,
+    ServerConfig,
+    SqsConfig,
+    SqsKey,
+    StoreConfig,
+    UiConfig,
+    WorkerConfig,
+)
+from ocd.dsn import redact_dsn
+
+__all__ = [
+    "DEFAULT_DISK_RESERVE",
+    "DEFAULT_LISTEN",
+    "JS_EXTENSIONS",
+    "LOCAL_ACCOUNT",
+    "RESERVED_ROUTE_PREFIXES",
+    "AccountConfig",
+    "AssetsConfig",
+    "Config",
+    "ConsumerConfig",
+    "IgnoredBinding",
+    "JsConfig",
+    "ProducerConfig",
+    "QueueConfig",
+    "ServerConfig",
+    "SqsConfig",
+    "SqsKey",
+    "StoreConfig",
+    "UiConfig",
+    "WorkerConfig",
+    "load_config",
+    "parse_size",
+    "redact_dsn",
+]

@@ -22,10 +22,10 @@ import binascii
 import json
 from typing import Any
 
-from ocd.admin import MoveTask
 from ocd.errors import MoveTaskRunning, QueueNotFound
 from ocd.http.sqs.context import Call, SqsContext
 from ocd.http.sqs.errors import SqsError, invalid, missing
+from ocd.moves import MoveTask
 from ocd.store import QueueRecord
 
 MAX_RATE = 500

@@ -790,3 +790,15 @@ async def test_aws_cli(sqs: SqsDaemon, tmp_path: Path) -> None:
     await run("delete-message", "--queue-url", url, "--receipt-handle", m["ReceiptHandle"])
     listed = await run("list-queues")
     assert url in listed["QueueUrls"]
+
+
+async def test_a_wait_time_out_of_range_is_refused_in_sqss_words(sqs: SqsDaemon) -> None:
+    url = await _create(sqs, "waits")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        await sqs.call(sqs.sqs.receive_message, QueueUrl=url, WaitTimeSeconds=21)
+    err = e.value.response["Error"]
+    assert err["Code"] == "InvalidParameterValue"
+    assert err["Message"] == (
+        "Value 21 for parameter WaitTimeSeconds is invalid. "
+        "Reason: Must be >= 0 and <= 20, if provided."
+    )

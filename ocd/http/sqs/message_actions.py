@@ -188,7 +188,17 @@ async def receive_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
     queue = await sqs.queue(call)
     limit = integer(req, "MaxNumberOfMessages", 1, 10, 1) or 1
     default_wait = qx.wait_s(await sqs.extras(queue))
-    wait_s = integer(req, "WaitTimeSeconds", 0, MAX_WAIT_S, default_wait) or 0
+    wait_s = (
+        integer(
+            req,
+            "WaitTimeSeconds",
+            0,
+            MAX_WAIT_S,
+            default_wait,
+            reason=f"Must be >= 0 and <= {MAX_WAIT_S}, if provided.",
+        )
+        or 0
+    )
     consumer = sqs.consumer(queue)
     vis_s = integer(req, "VisibilityTimeout", 0, q.MAX_VISIBILITY_S, None)
     vis_ms = consumer.visibility_timeout_ms if vis_s is None else max(vis_s * 1000, 1)

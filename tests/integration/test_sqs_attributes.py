@@ -168,3 +168,34 @@ async def test_attributes_survive_a_restart_and_workers_get_the_body_alone(
         assert m["MessageAttributes"] == ATTRS
     finally:
         await d.daemon.shutdown(timeout_s=1)
+
+
+async def test_attribute_names_select_as_sqs_does_and_never_mix_the_two_kinds(
+    sqs: SqsDaemon,
+) -> None:
+    c = sqs.sqs
+    url = (await sqs.call(c.create_queue, QueueName="kinds"))["QueueUrl"]
+    mine = {
+        **ATTRS,
+        "SentTimestamp": {"DataType": "String", "StringValue": "a user attribute"},
+        "Custom.one": {"DataType": "String", "StringValue": "1"},
+        "Custom.two": {"DataType": "String", "StringValue": "2"},
+    }
+    await sqs.call(c.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=mine)
+    # ".*" is every message attribute, and no system attribute
+    (m,) = await _receive(sqs, url, MessageAttributeNames=[".*"], VisibilityTimeout=0)
+    assert m["MessageAttributes"] == mine and "Attributes" not in m
+    # a prefix picks its family only
+    (m,) = await _receive(sqs, url, MessageAttributeNames=["Custom.*"], VisibilityTimeout=0)
+    assert set(m["MessageAttributes"]) == {"Custom.one", "Custom.two"}
+    # a message attribute named like a system one stays a message attribute ...
+    (m,) = await _receive(sqs, url, MessageAttributeNames=["SentTimestamp"], VisibilityTimeout=0)
+    assert m["MessageAttributes"] == {"SentTimestamp": mine["SentTimestamp"]}
+    assert "Attributes" not in m
+    # ... and asking for system attributes, by name or All, never returns message ones
+    (m,) = await _receive(sqs, url, MessageSystemAttributeNames=["All"], VisibilityTimeout=0)
+    assert "MessageAttributes" not in m
+    assert m["Attributes"]["SentTimestamp"].isdigit()  # epoch milliseconds, as a string
+    assert "Custom.one" not in m["Attributes"] and "n" not in m["Attributes"]
+    (m,) = await _receive(sqs, url, AttributeNames=["SentTimestamp"], VisibilityTimeout=0)
+    assert set(m["Attributes"]) == {"SentTimestamp"} and "MessageAttributes" not in m

@@ -83,6 +83,8 @@ def status(url: str, as_json: bool) -> int:
     else:
         print(f"state: {data['state']}")
         print(f"workers: {', '.join(data['workers']) or 'none'}")
+        if "workerd" in data:
+            print(f"workerd: {data['workerd']}")
         rows = [["QUEUE", "BACKLOG", "IN FLIGHT", "DELAYED", "OLDEST (s)", "NOTES"]]
         for q in data["queues"]:
             notes = [

@@ -143,12 +143,15 @@ class OpsRoutes:
             }
             for key, d in sorted(src.dispatchers.items())
         ]
-        return {
+        report: dict[str, Any] = {
             "state": src.state,
-            "workers": [w.config.name for w in src.workers],
+            "workers": [w.name for w in src.config.workers],  # Python and JavaScript
             "queues": queues,
             "consumers": consumers,
         }
+        if src.workerd_state is not None:
+            report["workerd"] = src.workerd_state
+        return report
 
 
 def _loopback(request: web.Request) -> bool:

@@ -454,3 +454,12 @@ async def test_a_js_send_delay_holds_the_message(js_app):
     # ready once the delay has passed
     later = await store.peek(store.queue("to-py"), js_app.daemon.clock() + 31_000, 10)
     assert [json.loads(m.body) for m in later] == [{"later": True}]
+
+
+async def test_ocd_status_names_js_workers_and_workerds_state(js_app):
+    async with js_app.session.get(js_app.base + "/__ocd/status") as r:
+        report = await r.json()
+    assert set(report["workers"]) == {"jsapp", "app"}
+    assert report["workerd"] == "up"
+    consumers = {c["queue"]: c["worker"] for c in report["consumers"]}
+    assert consumers["to-js"] == "jsapp"

@@ -190,3 +190,27 @@ async def test_a_postgres_database_of_the_version_before_is_migrated(pg_dsn):
         assert await conn.fetchval(pg_sql.SCHEMA_VERSION) == len(pg_sql.MIGRATIONS)
     finally:
         await conn.close()
+
+
+async def test_migrate_store_copies_it(tmp_path: Path, pg_dsn):
+    from ocd.store.transfer import sqlite_to_postgres
+
+    s = SqliteStore(tmp_path / "data")
+    await s.open(T0)
+    q = await s.ensure_queue("jobs", "local", None, T0)
+    await s.enqueue(q, msgs(2))
+    await s.claim(q, 1, T0 + 10, T0 + 20, 9, NO_DLQ, LeaseKind.PULL)
+    await s.close()
+    await sqlite_to_postgres(tmp_path / "data", pg_dsn, T0 + 30, force=False)
+    pg = PostgresStore(pg_dsn)
+    await pg.open(T0 + 30)
+    try:
+        jobs = pg.queue("jobs")
+        assert jobs is not None
+        got = (await pg.claim(jobs, 10, T0 + 40, T0 + 50, 9, NO_DLQ)).deliveries
+        assert sorted((d.attempts, d.first_received_ms) for d in got) == [
+            (1, T0 + 40),
+            (2, T0 + 10),
+        ]
+    finally:
+        await pg.close()

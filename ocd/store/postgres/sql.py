@@ -813,6 +813,7 @@ COPY_COLUMNS = (
     "dedup",
     "fseq",
     "attrs",
+    "first_received_ms",
 )
 DEDUP_COLUMNS = ("queue", "scope", "dedup", "expires_ms", "message_id", "fseq")
 # new messages continue after the copied ones' seqs

@@ -242,3 +242,31 @@ async def test_first_receive_time_stays_through_receives_and_starts_again_in_a_d
         assert m["Attributes"]["ApproximateReceiveCount"] == "1"
     finally:
         await s.daemon.shutdown(timeout_s=1)
+
+
+async def test_first_receive_time_is_the_first_pull_of_the_cloudflare_api_too(
+    tmp_path, store_section, session
+) -> None:
+    from tests.integration.rest import Rest
+
+    clock = FakeClock()
+    t0 = clock.now
+    s = await start(tmp_path, store_section, session, clock=clock)
+    try:
+        url = (await s.call(s.sqs.create_queue, QueueName="surfaces"))["QueueUrl"]
+        q = s.daemon.store.queue("surfaces")
+        assert q is not None
+        await s.call(s.sqs.send_message, QueueUrl=url, MessageBody="x")
+        clock.advance(2)
+        rest = Rest(s, token=None)  # an SqsDaemon has the session and base URL it uses
+        await rest.pull_consumer(q.queue_id)
+        pulled = await rest.pull(q.queue_id, visibility_timeout_ms=1000)
+        assert len(pulled["messages"]) == 1
+        clock.advance(5)
+        (m,) = await _receive(
+            s, url, MessageSystemAttributeNames=["ApproximateFirstReceiveTimestamp", "SenderId"]
+        )
+        assert m["Attributes"]["ApproximateFirstReceiveTimestamp"] == str(t0 + 2000)
+        assert set(m["Attributes"]) == {"ApproximateFirstReceiveTimestamp", "SenderId"}
+    finally:
+        await s.daemon.shutdown(timeout_s=1)

@@ -270,3 +270,34 @@ async def test_first_receive_time_is_the_first_pull_of_the_cloudflare_api_too(
         assert set(m["Attributes"]) == {"ApproximateFirstReceiveTimestamp", "SenderId"}
     finally:
         await s.daemon.shutdown(timeout_s=1)
+
+
+async def test_all_of_both_kinds_keeps_each_in_its_place(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = (await sqs.call(c.create_queue, QueueName="both"))["QueueUrl"]
+    mine = {
+        "ApproximateFirstReceiveTimestamp": {"DataType": "String", "StringValue": "mine"},
+        "AWSTraceHeader": {"DataType": "String", "StringValue": "mine too"},
+    }
+    await sqs.call(
+        c.send_message,
+        QueueUrl=url,
+        MessageBody="x",
+        MessageAttributes=mine,
+        MessageSystemAttributes=TRACE,
+    )
+    (m,) = await _receive(
+        sqs, url, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
+    )
+    assert m["MessageAttributes"] == mine
+    assert m["MD5OfMessageAttributes"] == md5_of_attributes(mine)
+    system = m["Attributes"]
+    assert set(system) == {
+        "SenderId",
+        "SentTimestamp",
+        "ApproximateReceiveCount",
+        "ApproximateFirstReceiveTimestamp",
+        "AWSTraceHeader",
+    }
+    assert system["AWSTraceHeader"] == "Root=1-abc"
+    assert int(system["SentTimestamp"]) <= int(system["ApproximateFirstReceiveTimestamp"])

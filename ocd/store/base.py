@@ -12,6 +12,11 @@ The rules every backend keeps:
   are all the same thing to the store: not visible yet.
 - **Attempts** are counted at claim, not at settle: a delivery's ``attempts`` includes itself,
   so a message that crashes its consumer cannot loop for ever.
+- **First receive**: the first claim of a message (any lease kind: an SQS receive, a REST
+  pull, a push batch) records its ``now_ms`` (``Delivery.first_received_ms``, SQS's
+  ``ApproximateFirstReceiveTimestamp``), in the claim's own statement; retries, releases,
+  visibility changes and later claims keep it. A move to another queue (dead-letter move or
+  redrive) clears it with the attempts: it is the first receive *from that queue*.
 - **Leases**: a claim puts its messages under one lease (a random 62-bit number) of a kind.
   A PUSH lease is held by a dispatcher of one *node* (one ocd process start: ``node_id``,
   random, recorded in the database with a heartbeat); a PULL lease is held by an HTTP or SQS
@@ -22,8 +27,8 @@ The rules every backend keeps:
 - **Release** hands leased messages back as ready now and gives back the attempt their claim
   spent; only messages under a lease of the given kind are touched.
 - **Dead-letter moves** keep a message's id, body and send timestamp, put it in the
-  dead-letter queue ready now, and reset its attempts to 0. Without a dead-letter queue (or
-  when it no longer exists) the message is deleted.
+  dead-letter queue ready now, and reset its attempts to 0 (and its first receive). Without
+  a dead-letter queue (or when it no longer exists) the message is deleted.
 - **Attributes** (``NewMessage.attrs``) are an opaque blob the store keeps with its
   message wherever it goes (claims, peeks, dead-letter moves, redrives, ``migrate-store``)
   and never reads; they do not count in a backlog's bytes.
@@ -172,6 +177,8 @@ class Delivery(NamedTuple):
     sequence: int | None = None
     dedup: str | None = None
     attrs: bytes | None = None  # as sent (``NewMessage.attrs``)
+    # When a claim first leased the message (epoch ms; see "First receive"); None in a peek
+    first_received_ms: int | None = None
 
 
 class FifoSent(NamedTuple):
@@ -543,9 +550,9 @@ class Store(Protocol):
         self, source: QueueRecord, dest: QueueRecord, seqs: Sequence[int], now_ms: int
     ) -> int:
         """Move messages of ``source`` by seq to ``dest`` (a redrive): id, body and send
-        time kept, attempts reset to 0, ready now, any lease dropped; one transaction, with
-        the backlog counts of both queues kept. Seqs no longer in ``source`` are skipped.
-        Returns how many moved."""
+        time kept, attempts and first receive reset, ready now, any lease dropped; one
+        transaction, with the backlog counts of both queues kept. Seqs no longer in
+        ``source`` are skipped. Returns how many moved."""
 
     # ------------------------------------------------------------ SQS queue extras (appended)
 

@@ -27,6 +27,7 @@ class StoredMessage(NamedTuple):
     dedup: str | None = None
     sequence: int | None = None
     attrs: bytes | None = None  # the SQS endpoint's message attributes, as stored
+    first_received_ms: int | None = None  # when a claim first leased it
 
 
 class StoredDedup(NamedTuple):

@@ -92,9 +92,11 @@ max_batch_timeout = 0.05
     return cfg
 
 
-async def start(tmp_path: Path, store_section: str, session: aiohttp.ClientSession) -> SqsDaemon:
+async def start(
+    tmp_path: Path, store_section: str, session: aiohttp.ClientSession, clock: Any = None
+) -> SqsDaemon:
     record = tmp_path / "record.jsonl"
     config = load_config(sqs_config(tmp_path, store_section, record))
-    daemon = Daemon(config, load_workers(config))
+    daemon = Daemon(config, load_workers(config), **({"clock": clock} if clock else {}))
     await daemon.start()
     return SqsDaemon(daemon, record, session)

@@ -12,7 +12,7 @@ import botocore.exceptions
 import pytest
 
 from ocd.http.sqs.md5 import md5_of_attributes
-from tests.helpers import eventually
+from tests.helpers import FakeClock, eventually
 from tests.integration.sqs import SqsDaemon, start
 
 pytestmark = pytest.mark.timeout(60)
@@ -199,3 +199,105 @@ async def test_attribute_names_select_as_sqs_does_and_never_mix_the_two_kinds(
     assert "Custom.one" not in m["Attributes"] and "n" not in m["Attributes"]
     (m,) = await _receive(sqs, url, AttributeNames=["SentTimestamp"], VisibilityTimeout=0)
     assert set(m["Attributes"]) == {"SentTimestamp"} and "MessageAttributes" not in m
+
+
+async def test_first_receive_time_stays_through_receives_and_starts_again_in_a_dlq(
+    tmp_path, store_section, session
+) -> None:
+    clock = FakeClock()
+    t0 = clock.now
+    s = await start(tmp_path, store_section, session, clock=clock)
+    try:
+        c = s.sqs
+        dlq = (await s.call(c.create_queue, QueueName="first-dlq"))["QueueUrl"]
+        arn = "arn:aws:sqs:us-east-1:000000000000:first-dlq"
+        policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 2})
+        url = (
+            await s.call(c.create_queue, QueueName="first", Attributes={"RedrivePolicy": policy})
+        )["QueueUrl"]
+        await s.call(c.send_message, QueueUrl=url, MessageBody="x")
+        clock.advance(5)
+        # by name, through the older AttributeNames: epoch milliseconds of this receive
+        (m,) = await _receive(s, url, AttributeNames=["ApproximateFirstReceiveTimestamp"])
+        assert m["Attributes"] == {"ApproximateFirstReceiveTimestamp": str(t0 + 5000)}
+        # a visibility change, then a second receive later, keep the first receive's time
+        await s.call(
+            c.change_message_visibility,
+            QueueUrl=url,
+            ReceiptHandle=m["ReceiptHandle"],
+            VisibilityTimeout=0,
+        )
+        clock.advance(7)
+        (m,) = await _receive(s, url, MessageSystemAttributeNames=["All"])
+        assert m["Attributes"]["ApproximateFirstReceiveTimestamp"] == str(t0 + 5000)
+        assert m["Attributes"]["ApproximateReceiveCount"] == "2"
+        assert m["Attributes"]["SentTimestamp"] == str(t0)
+        assert "MessageAttributes" not in m
+        # moved to the dead-letter queue: first received from that queue when received there
+        clock.advance(60)
+        assert await _receive(s, url) == []
+        clock.advance(3)
+        (m,) = await _receive(s, dlq, AttributeNames=["All"])
+        assert m["Attributes"]["ApproximateFirstReceiveTimestamp"] == str(t0 + 75_000)
+        assert m["Attributes"]["ApproximateReceiveCount"] == "1"
+    finally:
+        await s.daemon.shutdown(timeout_s=1)
+
+
+async def test_first_receive_time_is_the_first_pull_of_the_cloudflare_api_too(
+    tmp_path, store_section, session
+) -> None:
+    from tests.integration.rest import Rest
+
+    clock = FakeClock()
+    t0 = clock.now
+    s = await start(tmp_path, store_section, session, clock=clock)
+    try:
+        url = (await s.call(s.sqs.create_queue, QueueName="surfaces"))["QueueUrl"]
+        q = s.daemon.store.queue("surfaces")
+        assert q is not None
+        await s.call(s.sqs.send_message, QueueUrl=url, MessageBody="x")
+        clock.advance(2)
+        rest = Rest(s, token=None)  # an SqsDaemon has the session and base URL it uses
+        await rest.pull_consumer(q.queue_id)
+        pulled = await rest.pull(q.queue_id, visibility_timeout_ms=1000)
+        assert len(pulled["messages"]) == 1
+        clock.advance(5)
+        (m,) = await _receive(
+            s, url, MessageSystemAttributeNames=["ApproximateFirstReceiveTimestamp", "SenderId"]
+        )
+        assert m["Attributes"]["ApproximateFirstReceiveTimestamp"] == str(t0 + 2000)
+        assert set(m["Attributes"]) == {"ApproximateFirstReceiveTimestamp", "SenderId"}
+    finally:
+        await s.daemon.shutdown(timeout_s=1)
+
+
+async def test_all_of_both_kinds_keeps_each_in_its_place(sqs: SqsDaemon) -> None:
+    c = sqs.sqs
+    url = (await sqs.call(c.create_queue, QueueName="both"))["QueueUrl"]
+    mine = {
+        "ApproximateFirstReceiveTimestamp": {"DataType": "String", "StringValue": "mine"},
+        "AWSTraceHeader": {"DataType": "String", "StringValue": "mine too"},
+    }
+    await sqs.call(
+        c.send_message,
+        QueueUrl=url,
+        MessageBody="x",
+        MessageAttributes=mine,
+        MessageSystemAttributes=TRACE,
+    )
+    (m,) = await _receive(
+        sqs, url, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
+    )
+    assert m["MessageAttributes"] == mine
+    assert m["MD5OfMessageAttributes"] == md5_of_attributes(mine)
+    system = m["Attributes"]
+    assert set(system) == {
+        "SenderId",
+        "SentTimestamp",
+        "ApproximateReceiveCount",
+        "ApproximateFirstReceiveTimestamp",
+        "AWSTraceHeader",
+    }
+    assert system["AWSTraceHeader"] == "Root=1-abc"
+    assert int(system["SentTimestamp"]) <= int(system["ApproximateFirstReceiveTimestamp"])

@@ -238,6 +238,8 @@ def _message(
         "SentTimestamp": str(d.sent_ms),
         "ApproximateReceiveCount": str(d.attempts),
     }
+    if d.first_received_ms is not None:
+        system["ApproximateFirstReceiveTimestamp"] = str(d.first_received_ms)
     if d.group is not None:
         system["MessageGroupId"] = d.group
     if d.sequence is not None:

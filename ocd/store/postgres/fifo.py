@@ -115,8 +115,8 @@ async def claim(
 
 
 def delivery(row: Any, lease: int) -> Delivery:
-    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs = row
-    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs)
+    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs, first = row
+    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs, first)
 
 
 async def refresh(c: asyncpg.Connection, key: int, groups: Iterable[str | None]) -> None:

@@ -103,6 +103,7 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
                     m.dedup,
                     m.sequence,
                     m.attrs,
+                    m.first_received_ms,
                 )
             )
             counts[key][0] += 1

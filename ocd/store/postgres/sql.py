@@ -312,6 +312,55 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX ocd_move_tasks_active ON ocd_move_tasks (source_id)
         WHERE destination_id IS NOT NULL AND state IN ('running', 'cancelling');
     """,
+    """
+    -- When a claim first leased each message (SQS's ApproximateFirstReceiveTimestamp); the
+    -- FIFO claim sets and returns it too (a new result type: dropped and made again).
+    ALTER TABLE ocd_messages ADD COLUMN first_received_ms bigint;
+    DROP FUNCTION ocd_fifo_claim(bigint, bigint, integer, bigint, bigint, smallint, text);
+    CREATE FUNCTION ocd_fifo_claim(q bigint, now_ms bigint, n integer, until_ms bigint,
+                                   lease_id bigint, kind smallint, node text)
+    RETURNS TABLE (seq bigint, id text, content_type text, body bytea, sent_ms bigint,
+                   attempts integer, grp text, fseq bigint, dedup text, attrs bytea,
+                   first_received_ms bigint, ord bigint)
+    LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      g record;
+      m record;
+      picked bigint[] := '{}';
+      taken text[] := '{}';
+      stale text[] := '{}';
+      k integer := 0;
+      took boolean;
+    BEGIN
+      PERFORM pg_advisory_xact_lock(1868784675, q::integer);  -- FIFO_LOCK, for the transaction
+      FOR g IN SELECT o.grp FROM ocd_groups o
+               WHERE o.queue = q AND o.ready_ms <= now_ms ORDER BY o.ready_ms LIMIT n LOOP
+        took := false;
+        FOR m IN SELECT x.seq, x.visible_ms FROM ocd_messages x
+                 WHERE x.queue = q AND x.grp = g.grp ORDER BY x.fseq LIMIT n - k LOOP
+          EXIT WHEN m.visible_ms > now_ms;
+          picked := picked || m.seq;
+          k := k + 1;
+          took := true;
+        END LOOP;
+        IF took THEN taken := taken || g.grp; ELSE stale := stale || g.grp; END IF;
+        EXIT WHEN k >= n;
+      END LOOP;
+      IF cardinality(stale) > 0 THEN PERFORM ocd_fifo_refresh(q, stale); END IF;
+      UPDATE ocd_groups o SET ready_ms = until_ms WHERE o.queue = q AND o.grp = ANY (taken);
+      RETURN QUERY
+        UPDATE ocd_messages x
+        SET attempts = x.attempts + 1, visible_ms = until_ms, lease = lease_id,
+            lease_kind = kind, owner = node,
+            first_received_ms = coalesce(x.first_received_ms, now_ms)
+        FROM unnest(picked) WITH ORDINALITY AS p (s, o)
+        WHERE x.seq = p.s AND x.queue + 0 = q
+        RETURNING x.seq, x.id, x.content_type, x.body, x.sent_ms, x.attempts, x.grp, x.fseq,
+                  x.dedup, x.attrs, x.first_received_ms, p.o;
+    END
+    $fn$;
+    """,
 )
 
 CATALOGUE_CHANNEL = "ocd_catalogue"
@@ -469,8 +518,9 @@ SELECT
   (SELECT min(visible_ms) FROM ocd_messages WHERE queue = $1 AND visible_ms > $2)
 """
 
-# The attempt is counted when the batch is claimed. SKIP LOCKED: concurrent claimers, on
-# any node, pass over each other's rows instead of waiting for them.
+# The attempt is counted when the batch is claimed; the first claim's time stays. SKIP
+# LOCKED: concurrent claimers, on any node, pass over each other's rows instead of waiting
+# for them.
 CLAIM = """
 WITH picked AS (
   SELECT seq FROM ocd_messages
@@ -478,9 +528,11 @@ WITH picked AS (
   ORDER BY visible_ms LIMIT $3
   FOR UPDATE SKIP LOCKED)
 UPDATE ocd_messages AS m
-SET attempts = m.attempts + 1, visible_ms = $4, lease = $5, lease_kind = $6, owner = $7
+SET attempts = m.attempts + 1, visible_ms = $4, lease = $5, lease_kind = $6, owner = $7,
+    first_received_ms = coalesce(m.first_received_ms, $2)
 FROM picked WHERE m.seq = picked.seq
-RETURNING m.seq, m.id, m.content_type, m.body, m.sent_ms, m.attempts, m.attrs
+RETURNING m.seq, m.id, m.content_type, m.body, m.sent_ms, m.attempts, m.attrs,
+          m.first_received_ms
 """
 
 # A transaction-scoped advisory lock of (class, key): CLAIM_LOCK or FIFO_LOCK, a queue key.
@@ -519,12 +571,13 @@ FROM unnest($2::bigint[], $3::bigint[]) AS r (seq, visible_ms)
 WHERE m.seq = r.seq AND m.queue + 0 = $1
 """
 
-# Same id and timestamp in the dead-letter queue ($2); attempts start again.
+# Same id and timestamp in the dead-letter queue ($2); attempts (and the first receive)
+# start again.
 MOVE_SEQS = f"""
 WITH mv AS (
   UPDATE ocd_messages
   SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL, owner = NULL,
-      grp = NULL, fseq = NULL
+      grp = NULL, fseq = NULL, first_received_ms = NULL
   WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1
   RETURNING size),
 a AS (
@@ -628,7 +681,7 @@ SELECT fseq FROM d
 """
 
 FIFO_CLAIM = """
-SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs
+SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs, first_received_ms
 FROM ocd_fifo_claim($1, $2, $3, $4, $5, $6::smallint, $7) ORDER BY ord
 """
 
@@ -672,7 +725,7 @@ top AS (SELECT fifo_seq FROM ocd_queues WHERE key = $2),
 mv AS (
   UPDATE ocd_messages m
   SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL,
-      owner = NULL, fseq = top.fifo_seq + src.n
+      owner = NULL, fseq = top.fifo_seq + src.n, first_received_ms = NULL
   FROM src, top WHERE m.seq = src.seq
   RETURNING m.size, m.grp),
 a AS (
@@ -760,6 +813,7 @@ COPY_COLUMNS = (
     "dedup",
     "fseq",
     "attrs",
+    "first_received_ms",
 )
 DEDUP_COLUMNS = ("queue", "scope", "dedup", "expires_ms", "message_id", "fseq")
 # new messages continue after the copied ones' seqs

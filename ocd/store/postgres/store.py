@@ -789,13 +789,23 @@ class PostgresStore:
             deliveries: list[Delivery] = []
             spent: list[int] = []
             exhausted: list[str] = []
-            for seq, mid, ctype, body, sent_ms, attempts, attrs in rows:
+            for seq, mid, ctype, body, sent_ms, attempts, attrs, first in rows:
                 if attempts > max_attempts:
                     spent.append(seq)
                     exhausted.append(mid)
                 else:
                     deliveries.append(
-                        Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, attrs=attrs)
+                        Delivery(
+                            seq,
+                            mid,
+                            ctype,
+                            body,
+                            sent_ms,
+                            attempts,
+                            lease,
+                            attrs=attrs,
+                            first_received_ms=first,
+                        )
                     )
             if spent:
                 # Leased to us by the claim, so no one else can touch them meanwhile.

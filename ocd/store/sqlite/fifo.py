@@ -145,7 +145,7 @@ def claim(
         rows += fetch_all(
             conn,
             sql.CLAIM_SEQS.format(marks=marks(len(chunk))),
-            (until_ms, lease, kind, queue.key, *chunk),
+            (until_ms, lease, kind, now_ms, queue.key, *chunk),
         )
     conn.executemany(sql.SET_GROUP, ((queue.key, g, until_ms) for g in taken))
     order = {seq: i for i, seq in enumerate(picked)}
@@ -154,8 +154,8 @@ def claim(
 
 
 def delivery(row: tuple[Any, ...], lease: int) -> Delivery:
-    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs = row
-    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs)
+    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs, first = row
+    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs, first)
 
 
 def hold_back(

@@ -125,6 +125,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX move_tasks_active ON move_tasks (source_id)
         WHERE destination_id IS NOT NULL AND state IN ('running', 'cancelling');
     """,
+    """
+    -- When a claim first leased each message (SQS's ApproximateFirstReceiveTimestamp).
+    ALTER TABLE messages ADD COLUMN first_received_ms INTEGER;
+    """,
 )
 
 SELECT_QUEUES = """
@@ -231,14 +235,16 @@ SELECT
   (SELECT min(visible_ms) FROM messages WHERE queue = :q AND visible_ms > :now)
 """
 
-# The attempt is counted when the batch is claimed, not when it is settled.
+# The attempt is counted when the batch is claimed, not when it is settled; the first
+# claim's time stays.
 CLAIM = """
 UPDATE messages
-SET attempts = attempts + 1, visible_ms = :until, lease = :lease, lease_kind = :kind
+SET attempts = attempts + 1, visible_ms = :until, lease = :lease, lease_kind = :kind,
+    first_received_ms = coalesce(first_received_ms, :now)
 WHERE seq IN (SELECT seq FROM messages
               WHERE queue = :q AND visible_ms <= :now
               ORDER BY visible_ms LIMIT :n)
-RETURNING seq, id, content_type, body, sent_ms, attempts, attrs
+RETURNING seq, id, content_type, body, sent_ms, attempts, attrs, first_received_ms
 """
 
 # Every statement that names messages by seq also names their queue: a seq that has since
@@ -251,10 +257,11 @@ UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = 
 
 DELETE_SEQS = "DELETE FROM messages WHERE +queue = ? AND seq IN ({marks}) RETURNING size, grp"
 
-# Same id and timestamp in the dead-letter queue; attempts start again.
+# Same id and timestamp in the dead-letter queue; attempts (and the first receive) start
+# again.
 MOVE_SEQS = """
 UPDATE messages SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL,
-                    grp = NULL, fseq = NULL
+                    grp = NULL, fseq = NULL, first_received_ms = NULL
 WHERE +queue = ? AND seq IN ({marks})
 RETURNING size, sent_ms
 """
@@ -357,9 +364,11 @@ SELECT seq, lease FROM messages WHERE queue = ? AND grp = ? AND fseq > ? ORDER B
 
 CLAIM_SEQS = """
 UPDATE messages
-SET attempts = attempts + 1, visible_ms = ?, lease = ?, lease_kind = ?
+SET attempts = attempts + 1, visible_ms = ?, lease = ?, lease_kind = ?,
+    first_received_ms = coalesce(first_received_ms, ?)
 WHERE +queue = ? AND seq IN ({marks})
-RETURNING seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs
+RETURNING seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs,
+          first_received_ms
 """
 
 FIFO_INFO = "SELECT seq, grp, fseq, lease FROM messages WHERE +queue = ? AND seq IN ({marks})"
@@ -367,7 +376,8 @@ FIFO_INFO = "SELECT seq, grp, fseq, lease FROM messages WHERE +queue = ? AND seq
 # Same id, timestamp and group in the dead-letter queue, under its next sequence number.
 MOVE_FIFO = """
 UPDATE messages
-SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL, fseq = ?
+SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL, fseq = ?,
+    first_received_ms = NULL
 WHERE +queue = ? AND seq = ?
 RETURNING size, sent_ms, grp
 """

@@ -596,12 +596,10 @@ class _Loader:
             ignore_unsupported_bindings=ignore,
             ignored_bindings=tuple(ignored),
             assets=static,
-            **(self._js_worker(w, pick, module) if js else {}),
+            **(self._js_worker(pick) if js else {}),
         )
 
-    def _js_worker(
-        self, w: Table, pick: Callable[[str], Table], module: str | None
-    ) -> dict[str, Any]:
+    def _js_worker(self, pick: Callable[[str], Table]) -> dict[str, Any]:
         """A JS/TS worker's own keys: compatibility date (required, as wrangler has it) and
         flags, no_bundle."""
         src = pick("compatibility_date")

@@ -17,7 +17,7 @@ import logging
 import secrets
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -174,7 +174,6 @@ class WorkerdHost:
         self._runner: web.AppRunner | None = None
         self._restarting: asyncio.Task[None] | None = None
         self._stopping = False
-        self.down_since: float | None = None
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self.announce = True  # log workerd_started (not for check-config's trial)
 
@@ -227,7 +226,6 @@ class WorkerdHost:
         old, self._bridge = self._bridge, Bridge(str(self._sock("bridge")), self.secret)
         if old is not None:
             await old.close()
-        self.down_since = None
         if not self.announce:
             return
         log.info(
@@ -246,7 +244,6 @@ class WorkerdHost:
             code,
             extra={"event": "workerd_exited", "status": code},
         )
-        self.down_since = asyncio.get_running_loop().time()
         self._restarting = asyncio.create_task(self._restart(), name="ocd-workerd-restart")
 
     async def _restart(self) -> None:
@@ -345,6 +342,3 @@ class WorkerdHost:
             await self._runner.cleanup()
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
-
-def worker_names(workers: Sequence[capnp.JsWorker]) -> list[str]:
-    return [w.name for w in workers]

@@ -341,4 +341,3 @@ class WorkerdHost:
         if self._runner is not None:
             await self._runner.cleanup()
         shutil.rmtree(self.run_dir, ignore_errors=True)
-

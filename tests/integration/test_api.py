@@ -167,7 +167,7 @@ async def parked_poll(d, api: Rest, wait_ms: int) -> asyncio.Task:
     store = d.daemon.store
     key = store.queue_by_id(q["queue_id"]).key
     poll = asyncio.create_task(api.pull("work", wait_ms=wait_ms))
-    await eventually(lambda: key in store._events, timeout=5)
+    await eventually(lambda: key in store.catalogue.watched(), timeout=5)
     return poll
 
 

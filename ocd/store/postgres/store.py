@@ -70,6 +70,7 @@ from ocd.store.base import (
     Searched,
     Settled,
 )
+from ocd.store.catalogue import Catalogue
 from ocd.store.postgres import fifo, mark, sql
 from ocd.store.postgres.errors import is_driver_error, translate, translating
 from ocd.store.postgres.feed import Feed
@@ -124,15 +125,9 @@ class PostgresStore:
         self._writer: GroupWriter | None = None
         self._feed: Feed | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._queues: dict[tuple[str, str], QueueRecord] = {}
-        self._by_key: dict[int, QueueRecord] = {}
-        self._by_id: dict[str, QueueRecord] = {}
-        self._consumers: dict[int, PullConsumer] = {}
-        self._counts: dict[int, int] = {}
-        self._events: dict[int, asyncio.Event] = {}
+        self.catalogue = Catalogue()
         self._catalogue_dirty = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._version = 0  # bumped by every change this node makes to its catalogue
         self._doubtful: set[int] = set()  # PUSH leases of claims whose reply was lost
         self._closing = False
         self._down_since: float | None = None
@@ -278,7 +273,8 @@ class PostgresStore:
                 await c.execute(sql.REGISTER_NODE, self.node_id, socket.gethostname(), os.getpid())
             await self._reap(now_ms)
             await self._load()
-            self._feed = Feed(self._connect, self._notify, self._catalogue_dirty.set)
+            self._feed = Feed(self._connect, self.catalogue.notify, self._catalogue_dirty.set)
+            self.catalogue.on_watch = self._feed.listen
             await self._feed.ensure()
             self._writer = GroupWriter(self._writer_connection, self.where, self._committed)
             self._writer.on_commit = self._on_commit
@@ -483,91 +479,66 @@ class PostgresStore:
                 return
             try:
                 if await self._feed.ensure():
-                    for key in list(self._events):
+                    for key in self.catalogue.watched():
                         self._feed.listen(key)
                 await self._load()
             except StoreError:
                 pass
             # the fallback: a notification missed costs at most this long
-            for key in list(self._events):
-                self._notify(key)
+            self.catalogue.notify_all()
 
     async def _load(self) -> None:
         """Replace the catalogue with the database's. A change this node made while the
         read was under way would be older in the snapshot than in memory: then the snapshot
         is dropped and the next round reads again."""
-        version = self._version
+        version = self.catalogue.version
         async with self._db("load catalogue") as c:
             queues = [queue_from_row(r) for r in await c.fetch(sql.SELECT_QUEUES)]
             consumers = [consumer_from_row(r) for r in await c.fetch(sql.SELECT_CONSUMERS)]
             counts = {r[0]: int(r[1]) for r in await c.fetch(sql.ALL_COUNTS)}
-        if version != self._version:
+        if version != self.catalogue.version:
             self._catalogue_dirty.set()
             return
-        changed = {q.key for q in queues if self._by_key.get(q.key) != q}
-        self._queues = {(q.account, q.name): q for q in queues}
-        self._by_key = {q.key: q for q in queues}
-        self._by_id = {q.queue_id: q for q in queues}
-        self._consumers = {c.queue_key: c for c in consumers}
-        self._counts = counts
-        for key in changed:  # paused, resumed, renamed: dispatchers look again
-            self._notify(key)
+        self.catalogue.replace(queues, consumers, counts)
 
     def _committed(self, backlogs: dict[int, Backlog]) -> None:
         for key, b in backlogs.items():
-            self._counts[key] = b.count
-            self._notify(key)
+            self.catalogue.set_count(key, b.count)
+            self.catalogue.notify(key)
 
     # ---------------------------------------------------------------- catalogue
 
-    def _remember(self, q: QueueRecord) -> None:
-        self._version += 1
-        old = self._by_key.get(q.key)
-        if old is not None:
-            self._queues.pop((old.account, old.name), None)
-        self._queues[(q.account, q.name)] = q
-        self._by_key[q.key] = q
-        self._by_id[q.queue_id] = q
-
-    def _forget(self, q: QueueRecord) -> None:
-        self._version += 1
-        self._queues.pop((q.account, q.name), None)
-        self._by_key.pop(q.key, None)
-        self._by_id.pop(q.queue_id, None)
-        self._consumers.pop(q.key, None)
-        self._counts.pop(q.key, None)
-
     def queues(self) -> list[QueueRecord]:
-        return sorted(self._queues.values(), key=lambda q: (q.account, q.name))
+        return self.catalogue.queues()
 
     def queue(self, name: str, account: str = "local") -> QueueRecord | None:
-        return self._queues.get((account, name))
+        return self.catalogue.queue(name, account)
 
     def queue_by_id(self, queue_id: str) -> QueueRecord | None:
-        return self._by_id.get(queue_id)
+        return self.catalogue.queue_by_id(queue_id)
 
     def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None:
-        return self._consumers.get(queue.key)
+        return self.catalogue.pull_consumer(queue)
 
     async def lookup(self, name: str, account: str = "local") -> QueueRecord | None:
-        found = self._queues.get((account, name))
+        found = self.catalogue.queue(name, account)
         if found is None:
             async with self._db("read queue") as c:
                 row = await c.fetchrow(sql.SELECT_QUEUE, account, name)
             if row is not None:
                 found = queue_from_row(row)
-                self._remember(found)
+                self.catalogue.remember(found)
                 self._catalogue_dirty.set()  # its consumer too, and anything else missed
         return found
 
     async def lookup_by_id(self, queue_id: str) -> QueueRecord | None:
-        found = self._by_id.get(queue_id)
+        found = self.catalogue.queue_by_id(queue_id)
         if found is None and len(queue_id) == 32:
             async with self._db("read queue") as c:
                 row = await c.fetchrow(sql.SELECT_QUEUES + " WHERE queue_id = $1", queue_id)
             if row is not None:
                 found = queue_from_row(row)
-                self._remember(found)
+                self.catalogue.remember(found)
                 self._catalogue_dirty.set()
         return found
 
@@ -598,7 +569,7 @@ class PostgresStore:
                 )
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
         record = queue_from_row(row)
-        self._remember(record)
+        self.catalogue.remember(record)
         return record
 
     async def ensure_queue(
@@ -614,7 +585,7 @@ class PostgresStore:
                 if row is None:
                     raise
                 existing = queue_from_row(row)
-                self._remember(existing)
+                self.catalogue.remember(existing)
         if settings is None or settings == existing.settings:
             return existing
         return await self.update_queue(existing, settings, now_ms)
@@ -638,8 +609,8 @@ class PostgresStore:
                 f"a queue named {name} already exists", "queue_name", self.where, "rename"
             ) from e
         record = queue_from_row(row)
-        self._remember(record)
-        self._notify(queue.key)
+        self.catalogue.remember(record)
+        self.catalogue.notify(queue.key)
         return record
 
     async def delete_queue(self, queue: QueueRecord) -> None:
@@ -648,8 +619,7 @@ class PostgresStore:
             await c.execute(sql.DELETE_QUEUE, queue.key)
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
-        self._forget(queue)
-        self._notify(queue.key)
+        self.catalogue.forget(queue)
 
     async def put_pull_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
         async with self._db("write", queue) as c, c.transaction():
@@ -667,8 +637,7 @@ class PostgresStore:
         stored = dataclasses.replace(
             consumer, queue_key=queue.key, consumer_id=cid, created_ms=created
         )
-        self._version += 1
-        self._consumers[queue.key] = stored
+        self.catalogue.put_consumer(stored)
         return stored
 
     async def delete_pull_consumer(self, queue: QueueRecord) -> bool:
@@ -676,8 +645,7 @@ class PostgresStore:
             await self._durable(c)
             status = await c.execute(sql.DELETE_CONSUMER, queue.key)
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
-        self._version += 1
-        self._consumers.pop(queue.key, None)
+        self.catalogue.drop_consumer(queue)
         return bool(status != "DELETE 0")
 
     async def secret(self, name: str) -> bytes:
@@ -701,7 +669,7 @@ class PostgresStore:
     async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
         if self._writer is None or self._closing:
             raise StoreError("the store is closed", self.where, "send")
-        if queue.key not in self._by_key:
+        if not self.catalogue.knows(queue.key):
             raise QueueNotFound(queue.name)
         if queue.fifo:
             fifo_backlog, _ = await self.enqueue_fifo(queue, messages)
@@ -722,7 +690,7 @@ class PostgresStore:
     ) -> tuple[Backlog, list[FifoSent]]:
         if self._writer is None or self._closing:
             raise StoreError("the store is closed", self.where, "send")
-        if queue.key not in self._by_key:
+        if not self.catalogue.knows(queue.key):
             raise QueueNotFound(queue.name)
         try:
             result: tuple[Backlog, list[FifoSent]] = await self._writer.submit(queue, messages)
@@ -848,7 +816,7 @@ class PostgresStore:
             if spent:  # leased to us by the claim: no one else touches them meanwhile
                 async with c.transaction():
                     locks = [key]
-                    if dlq is not None and dlq.fifo and dlq.key in self._by_key:
+                    if dlq is not None and dlq.fifo and self.catalogue.knows(dlq.key):
                         locks.append(dlq.key)
                     await fifo.lock(c, *locks)
                     await self._dead_letter(c, queue, spent, dead_letter, now_ms)
@@ -866,7 +834,7 @@ class PostgresStore:
     ) -> Settled:
         dlq = dead_letter.queue
         locks = [queue.key]
-        if dead and dlq is not None and dlq.fifo and dlq.key in self._by_key:
+        if dead and dlq is not None and dlq.fifo and self.catalogue.knows(dlq.key):
             locks.append(dlq.key)
         retried = moved = deleted = 0
         if not retries and not dead:  # the common case: one statement, one round trip
@@ -874,7 +842,7 @@ class PostgresStore:
                 acked = await c.fetchval(
                     sql.FIFO_ACK, queue.key, list(acks), random.randrange(SHARDS)
                 )
-            self._counts[queue.key] = max(self._counts.get(queue.key, 0) - acked, 0)
+            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
             return Settled(acked, 0, 0, 0)
         async with self._db("write", queue) as c, c.transaction():
             await fifo.lock(c, *locks)
@@ -893,7 +861,7 @@ class PostgresStore:
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
         if acked or deleted or moved:
             gone = acked + deleted + moved
-            self._counts[queue.key] = max(self._counts.get(queue.key, 0) - gone, 0)
+            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - gone)
         return Settled(acked, retried, moved, deleted)
 
     async def settle(
@@ -912,7 +880,7 @@ class PostgresStore:
         if not retries and not dead:  # the common case: one statement, one round trip
             async with self._db("write", queue) as c:
                 acked, _ = await c.fetchrow(sql.ACK_AND_NOTIFY, queue.key, list(acks), shard)
-            self._counts[queue.key] = max(self._counts.get(queue.key, 0) - acked, 0)
+            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
             return Settled(acked, 0, 0, 0)
         async with self._db("write", queue) as c, c.transaction():
             if acks:
@@ -927,7 +895,7 @@ class PostgresStore:
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
             moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
         if acked:
-            self._counts[queue.key] = max(self._counts.get(queue.key, 0) - acked, 0)
+            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
         return Settled(acked, retried, moved, deleted)
 
     async def _dead_letter(
@@ -942,7 +910,7 @@ class PostgresStore:
             return 0, 0
         shard = random.randrange(SHARDS)
         dlq = dead_letter.queue
-        if dlq is None or dlq.key not in self._by_key:
+        if dlq is None or not self.catalogue.knows(dlq.key):
             return 0, await c.fetchval(sql.DELETE_SEQS, queue.key, list(seqs), shard)
         if dlq.fifo and queue.fifo:  # the caller holds both queues' FIFO locks
             moved = await fifo.move(c, queue, seqs, dlq, now_ms)
@@ -966,7 +934,7 @@ class PostgresStore:
             if queue.fifo:
                 await fifo.refresh(c, queue.key, (r[0] for r in rows))
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
-        self._notify(queue.key)
+        self.catalogue.notify(queue.key)
         return len(rows)
 
     async def expire(self, now_ms: int) -> list[Expired]:
@@ -1025,9 +993,9 @@ class PostgresStore:
                 await c.execute(sql.GROUPS_REBUILD, queue.key)
             await c.execute(sql.MARK_PURGED, now_ms, queue.key)
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
-        current = self._by_key.get(queue.key)
+        current = self.catalogue.by_key(queue.key)
         if current is not None:
-            self._remember(dataclasses.replace(current, purged_ms=now_ms))
+            self.catalogue.remember(dataclasses.replace(current, purged_ms=now_ms))
         return total
 
     async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
@@ -1055,11 +1023,11 @@ class PostgresStore:
     async def backlog(self, queue: QueueRecord) -> Backlog:
         async with self._db("read") as c:
             count, size, oldest = await c.fetchrow(sql.BACKLOG, queue.key)
-        self._counts[queue.key] = int(count)
+        self.catalogue.set_count(queue.key, int(count))
         return Backlog(int(count), int(size), oldest or 0)
 
     def backlog_count(self, queue: QueueRecord) -> int:
-        return self._counts.get(queue.key, 0)
+        return self.catalogue.count(queue.key)
 
     async def queue_stats(self, now_ms: int) -> dict[int, NotReady]:
         out: dict[int, NotReady] = {}
@@ -1072,17 +1040,7 @@ class PostgresStore:
     # ---------------------------------------------------------------- wake-ups
 
     def watch(self, queue: QueueRecord) -> asyncio.Event:
-        ev = self._events.get(queue.key)
-        if ev is None:
-            ev = self._events[queue.key] = asyncio.Event()
-            if self._feed is not None:
-                self._feed.listen(queue.key)
-        return ev
-
-    def _notify(self, key: int) -> None:
-        ev = self._events.pop(key, None)
-        if ev is not None:
-            ev.set()
+        return self.catalogue.watch(queue)
 
     # ---------------------------------------------------------------- cron triggers
 
@@ -1151,7 +1109,7 @@ class PostgresStore:
         async with self._db("write", source) as c, c.transaction():
             await self._durable(c)
             moved = await self._move(c, source, dest, seqs, now_ms)
-        self._notify(dest.key)
+        self.catalogue.notify(dest.key)
         return moved
 
     # ---------------------------------------------------------------- SQS queue extras
@@ -1176,7 +1134,7 @@ class PostgresStore:
         seqs: Sequence[int],
         now_ms: int,
     ) -> int:
-        if dest.key not in self._by_key:  # a move must never turn into a delete
+        if not self.catalogue.knows(dest.key):  # a move must never turn into a delete
             raise QueueNotFound(dest.name)
         groups: list[str] = []
         if source.fifo or dest.fifo:
@@ -1225,7 +1183,7 @@ class PostgresStore:
             at = cursor or (None, None)
             row = await c.fetchrow(sql.MOVE_TASK_PROGRESS, n, at[0], at[1], task_id)
         if dest is not None and n:
-            self._notify(dest.key)
+            self.catalogue.notify(dest.key)
         return None if row is None else move_task_from_row(row)
 
     async def set_move_task_state(

@@ -61,6 +61,7 @@ from ocd.store.base import (
     Searched,
     Settled,
 )
+from ocd.store.catalogue import Catalogue
 from ocd.store.rows import (
     CLOCK_MARK_KEY,
     consumer_from_row,
@@ -129,13 +130,7 @@ class SqliteStore:
         self._mark: MarkFile | None = None
         self._final_commits = 0  # durable commits when the writer closed
         self._r: aiosqlite.Connection | None = None
-        self._queues: dict[tuple[str, str], QueueRecord] = {}
-        self._by_key: dict[int, QueueRecord] = {}
-        self._by_id: dict[str, QueueRecord] = {}
-        self._counts: dict[int, list[int]] = {}
-        self._oldest: dict[int, int] = {}  # queue key -> send time of its oldest message
-        self._events: dict[int, asyncio.Event] = {}
-        self._consumers: dict[int, PullConsumer] = {}  # queue key -> its pull consumer
+        self.catalogue = Catalogue()
         self._writer: Writer | None = None
         self._ckpt: aiosqlite.Connection | None = None
         self._checkpointer: asyncio.Task[None] | None = None
@@ -413,13 +408,11 @@ class SqliteStore:
 
     def _load(self, conn: sqlite3.Connection) -> None:
         for row in fetch_all(conn, sql.SELECT_QUEUES):
-            self._remember(queue_from_row(row))
+            self.catalogue.remember(queue_from_row(row))
         for row in fetch_all(conn, sql.SELECT_CONSUMERS):
-            c = consumer_from_row(row)
-            self._consumers[c.queue_key] = c
+            self.catalogue.put_consumer(consumer_from_row(row))
         for key, count, size, oldest in fetch_all(conn, sql.COUNT_BY_QUEUE):
-            self._counts[key] = [count, size]
-            self._oldest[key] = oldest
+            self.catalogue.set_counts(key, count, size, oldest)
 
     def _recover(self, conn: sqlite3.Connection, now_ms: int) -> None:
         rows = fetch_all(conn, sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
@@ -509,7 +502,8 @@ class SqliteStore:
     def _refresh_oldest(self, tx: Tx) -> None:
         """Keep every queue's oldest timestamp known, so that a send's reply and a batch's
         metrics need no read of their own: one indexed lookup per queue per group."""
-        stale = tx.oldest_dirty | {k for k in tx.oldest_new if self._oldest.get(k) is None}
+        cat = self.catalogue
+        stale = tx.oldest_dirty | {k for k in tx.oldest_new if cat.oldest(k) is None}
         for key in stale:
             (found,) = fetch_one(tx.conn, sql.OLDEST, (key,))
             tx.oldest_known[key] = found or 0
@@ -517,39 +511,34 @@ class SqliteStore:
     def _committed(self, tx: Tx, ops: list[Op]) -> None:
         if self.on_commit is not None:
             self.on_commit(len(ops), tx.on_loop)
+        cat = self.catalogue
         for key, (count, size) in tx.delta.items():
-            c = self._counts.setdefault(key, [0, 0])
-            c[0] += count
-            c[1] += size
-        self._oldest.update(tx.oldest_known)
+            cat.add(key, count, size)
+        for key, oldest_ms in tx.oldest_known.items():
+            cat.set_oldest(key, oldest_ms)
         for key, sent_ms in tx.oldest_new.items():
             if key not in tx.oldest_known:
-                prev = self._oldest.get(key)  # 0: the queue was empty
-                self._oldest[key] = min(prev, sent_ms) if prev else sent_ms
+                prev = cat.oldest(key)  # 0: the queue was empty
+                cat.set_oldest(key, min(prev, sent_ms) if prev else sent_ms)
         for key in tx.notify:
-            self._notify(key)
+            cat.notify(key)
 
     # ---------------------------------------------------------------- queues
 
-    def _remember(self, q: QueueRecord) -> None:
-        self._queues[(q.account, q.name)] = q
-        self._by_key[q.key] = q
-        self._by_id[q.queue_id] = q
-
     def queue_by_id(self, queue_id: str) -> QueueRecord | None:
-        return self._by_id.get(queue_id)
+        return self.catalogue.queue_by_id(queue_id)
 
     def queues(self) -> list[QueueRecord]:
-        return sorted(self._queues.values(), key=lambda q: (q.account, q.name))
+        return self.catalogue.queues()
 
     def queue(self, name: str, account: str = "local") -> QueueRecord | None:
-        return self._queues.get((account, name))
+        return self.catalogue.queue(name, account)
 
     async def lookup(self, name: str, account: str = "local") -> QueueRecord | None:
-        return self._queues.get((account, name))  # one node: the catalogue is the truth
+        return self.catalogue.queue(name, account)  # one node: the catalogue is the truth
 
     async def lookup_by_id(self, queue_id: str) -> QueueRecord | None:
-        return self._by_id.get(queue_id)
+        return self.catalogue.queue_by_id(queue_id)
 
     async def create_queue(
         self, name: str, account: str, settings: QueueSettings, now_ms: int
@@ -563,8 +552,7 @@ class SqliteStore:
             return queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
 
         record: QueueRecord = await self._submit(Call(insert))
-        self._remember(record)
-        self._counts.setdefault(record.key, [0, 0])
+        self.catalogue.remember(record)
         return record
 
     async def ensure_queue(
@@ -587,8 +575,7 @@ class SqliteStore:
             return queue_from_row(fetch_one(tx.conn, sql.SELECT_QUEUE, (account, name)))
 
         record: QueueRecord = await self._submit(Call(insert))
-        self._remember(record)
-        self._counts.setdefault(record.key, [0, 0])
+        self.catalogue.remember(record)
         return record
 
     async def update_queue(
@@ -612,10 +599,9 @@ class SqliteStore:
         await self._submit(Call(update))
         # From the record as it is now, not the caller's copy: a purge or another update
         # may have landed meanwhile.
-        current = self._by_key.get(queue.key, queue)
+        current = self.catalogue.by_key(queue.key) or queue
         record = dataclasses.replace(current, name=name, modified_ms=now_ms, settings=settings)
-        self._queues.pop((current.account, current.name), None)
-        self._remember(record)
+        self.catalogue.remember(record)
         return record
 
     async def delete_queue(self, queue: QueueRecord) -> None:
@@ -626,18 +612,12 @@ class SqliteStore:
             tx.conn.execute(sql.DELETE_QUEUE, (queue.key,))
 
         await self._submit(Call(delete))
-        self._queues.pop((queue.account, queue.name), None)
-        self._by_key.pop(queue.key, None)
-        self._by_id.pop(queue.queue_id, None)
-        self._counts.pop(queue.key, None)
-        self._oldest.pop(queue.key, None)
-        self._consumers.pop(queue.key, None)
-        self._notify(queue.key)
+        self.catalogue.forget(queue)
 
     # ---------------------------------------------------------------- pull consumers
 
     def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None:
-        return self._consumers.get(queue.key)
+        return self.catalogue.pull_consumer(queue)
 
     async def put_pull_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
         """Create the queue's pull consumer, or update its settings (id and creation stay)."""
@@ -660,7 +640,7 @@ class SqliteStore:
             )
 
         stored: PullConsumer = await self._submit(Call(put))
-        self._consumers[queue.key] = stored
+        self.catalogue.put_consumer(stored)
         return stored
 
     async def delete_pull_consumer(self, queue: QueueRecord) -> bool:
@@ -669,7 +649,7 @@ class SqliteStore:
             return max(cur.rowcount, 0)
 
         deleted: int = await self._submit(Call(delete))
-        self._consumers.pop(queue.key, None)
+        self.catalogue.drop_consumer(queue)
         return deleted > 0
 
     async def secret(self, name: str) -> bytes:
@@ -690,7 +670,7 @@ class SqliteStore:
         # coroutine layer here is paid by every send.
         if self._closing or self._writer is None:
             raise StoreError("the store is closed", self.where, "send")
-        if queue.key not in self._by_key:
+        if not self.catalogue.knows(queue.key):
             raise QueueNotFound(queue.name)
         if self.space.full is not None:  # refused up front: the room left is for acks
             raise StoreFull(self.space.full, self.where, "send")
@@ -698,20 +678,20 @@ class SqliteStore:
             backlog, _ = await self.enqueue_fifo(queue, messages)
             return backlog
         await self._writer.submit(Enqueue(queue, messages))
-        known = self._known_backlog(queue)
+        known = self.catalogue.backlog(queue.key)
         return known if known is not None else await self.backlog(queue)
 
     async def enqueue_fifo(
         self, queue: QueueRecord, messages: Sequence[NewMessage]
     ) -> tuple[Backlog, list[FifoSent]]:
-        if queue.key not in self._by_key:
+        if not self.catalogue.knows(queue.key):
             raise QueueNotFound(queue.name)
         if self.space.full is not None:
             raise StoreFull(self.space.full, self.where, "send")
         sent: list[FifoSent] = await self._submit(
             Call(fifo.enqueue, queue, messages, most_rows=2 * len(messages), grows=True)
         )
-        known = self._known_backlog(queue)
+        known = self.catalogue.backlog(queue.key)
         return (known if known is not None else await self.backlog(queue)), sent
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
@@ -907,7 +887,7 @@ class SqliteStore:
         if not seqs:
             return 0, 0
         dlq = dead_letter.queue
-        if dlq is None or dlq.key not in self._by_key:
+        if dlq is None or not self.catalogue.knows(dlq.key):
             return 0, self._delete(tx, queue, seqs, groups if groups is not None else set())
         if dlq.fifo and queue.fifo:
             return fifo.move(tx, queue, seqs, dlq, now_ms), 0
@@ -983,14 +963,13 @@ class SqliteStore:
             fifo.purge(tx, queue.key)
             tx.conn.execute(sql.MARK_PURGED, (now_ms, queue.key))
             n = max(cur.rowcount, 0)
-            c = self._counts.get(queue.key, [0, 0])
-            tx.removed(queue.key, c[0], c[1])
+            tx.removed(queue.key, *self.catalogue.counts(queue.key))
             return n
 
         result: int = await self._submit(Call(purge))
-        current = self._by_key.get(queue.key)
+        current = self.catalogue.by_key(queue.key)
         if current is not None:
-            self._remember(dataclasses.replace(current, purged_ms=now_ms))
+            self.catalogue.remember(dataclasses.replace(current, purged_ms=now_ms))
         return result
 
     async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
@@ -1024,18 +1003,10 @@ class SqliteStore:
         return out
 
     def backlog_count(self, queue: QueueRecord) -> int:
-        return self._counts.get(queue.key, [0])[0]
-
-    def _known_backlog(self, queue: QueueRecord) -> Backlog | None:
-        """The backlog from memory; None if the oldest message's time has to be read."""
-        count, size = self._counts.get(queue.key, (0, 0))
-        if count <= 0:
-            return Backlog(0, 0, 0)
-        oldest = self._oldest.get(queue.key)
-        return None if oldest is None else Backlog(count, size, oldest)
+        return self.catalogue.count(queue.key)
 
     async def backlog(self, queue: QueueRecord) -> Backlog:
-        known = self._known_backlog(queue)
+        known = self.catalogue.backlog(queue.key)
         if known is not None:
             return known
         assert self._r is not None
@@ -1043,23 +1014,16 @@ class SqliteStore:
             (found,) = await read_one(self._r, sql.OLDEST, (queue.key,))
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
-        oldest = self._oldest[queue.key] = found or 0
-        count, size = self._counts.get(queue.key, (0, 0))
+        oldest = found or 0
+        self.catalogue.set_oldest(queue.key, oldest)
+        count, size = self.catalogue.counts(queue.key)
         return Backlog(count, size, oldest)
 
     # ---------------------------------------------------------------- wake-ups
 
     def watch(self, queue: QueueRecord) -> asyncio.Event:
         """An event set at the next commit that may make messages of ``queue`` ready."""
-        ev = self._events.get(queue.key)
-        if ev is None:
-            ev = self._events[queue.key] = asyncio.Event()
-        return ev
-
-    def _notify(self, key: int) -> None:
-        ev = self._events.pop(key, None)
-        if ev is not None:
-            ev.set()
+        return self.catalogue.watch(queue)
 
     # ---------------------------------------------------------------- browsing (appended)
 
@@ -1172,7 +1136,7 @@ class SqliteStore:
     def _move(
         self, tx: Tx, source: QueueRecord, dest: QueueRecord, seqs: Sequence[int], now_ms: int
     ) -> int:
-        if dest.key not in self._by_key:  # a move must never turn into a delete
+        if not self.catalogue.knows(dest.key):  # a move must never turn into a delete
             raise QueueNotFound(dest.name)
         groups: set[str] = set()
         if source.fifo:  # the groups the moved messages leave

@@ -317,7 +317,7 @@ class Admin:
             raise ConsumerNotFound(current.name, consumer_id)
         await self.store.delete_pull_consumer(current)
 
-    # ---------------------------------------------------------------- bulk moves (appended)
+    # ---------------------------------------------------------------- bulk moves
 
     def dead_letter_sources(self, queue: QueueRecord) -> list[str]:
         """Names of the queues of ``queue``'s account whose consumer dead-letters to it."""

@@ -1,10 +1,10 @@
 """The API's routes on ocd's listener, under ``/client/v4``.
 
 They are registered on the main application, not a mounted sub-application: a sub-app adds
-a second routing pass to every request, which cost single-message pushes a tenth of their
-throughput. Each API handler is wrapped to answer errors in the envelope (worker routes are
-left alone), and every API path answers an unknown method with a 405 in the envelope instead
-of falling through to the worker routes.
+a second routing pass to every request, a cost single-message pushes feel (figures in
+docs/performance.md). Each API handler is wrapped to answer errors in the envelope (worker
+routes are left alone), and every API path answers an unknown method with a 405 in the
+envelope instead of falling through to the worker routes.
 """
 
 from __future__ import annotations

@@ -1,0 +1,104 @@
+"""The SQLite backend's Browsing facet: pages, single messages and searches, on the read
+connection."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ocd.store.base import (
+    Browsed,
+    BrowseQuery,
+    QueueRecord,
+    Searched,
+)
+from ocd.store.sqlite import sql
+from ocd.store.sqlite.core import SqliteCore
+from ocd.store.sqlite.errors import translate
+from ocd.store.sqlite.writer import (
+    read_all,
+    read_one,
+)
+
+SEARCH_MATCH_CAP = 2_000  # past this many matches a search walks down from the newest
+
+
+class SqliteBrowsing(SqliteCore):
+    async def browse(self, queue: QueueRecord, now_ms: int, query: BrowseQuery) -> list[Browsed]:
+        top = 1 << 62
+        after = query.after
+        if after is None:
+            after_t = (top, top) if query.newest_first else (-1, -1)
+        else:
+            after_t = (after.sent_ms, after.seq)
+        params = {
+            "q": queue.key,
+            "now": now_ms,
+            "b": query.body_bytes,
+            "cs": after_t[0],
+            "cq": after_t[1],
+            "from": query.sent_from_ms if query.sent_from_ms is not None else 0,
+            "to": query.sent_to_ms if query.sent_to_ms is not None else top,
+            "att": query.min_attempts,
+            "n": query.limit,
+        }
+        return await self._browsed(sql.browse(query.newest_first, query.state), params)
+
+    async def message(self, queue: QueueRecord, seq: int, body_bytes: int) -> Browsed | None:
+        params = {"q": queue.key, "seq": seq, "b": body_bytes, "now": 0}
+        rows = await self._browsed(sql.MESSAGE_BY_SEQ, params)
+        return rows[0] if rows else None
+
+    async def search(
+        self,
+        queue: QueueRecord,
+        now_ms: int,
+        needle: bytes | None,
+        message_id: str | None,
+        scan_limit: int,
+        limit: int,
+        body_bytes: int,
+    ) -> Searched:
+        assert self._r is not None
+        try:
+            bound = await read_one(
+                self._r, sql.SEARCH_BOUND, {"q": queue.key, "skip": scan_limit - 1}
+            )
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        # Fewer messages than the limit: the window is the whole queue (its count is known).
+        window = scan_limit if bound is not None else self.catalogue.count(queue.key)
+        params = {
+            "q": queue.key,
+            "now": now_ms,
+            "b": body_bytes,
+            "since": bound[0] if bound is not None else 0,
+            "needle": needle,
+            "id": message_id,
+            "n": limit,
+            "cap": SEARCH_MATCH_CAP,
+        }
+        try:
+            seqs = [seq for (seq,) in await read_all(self._r, sql.SEARCH_SEQS, params)]
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        if len(seqs) >= SEARCH_MATCH_CAP:  # plenty of matches: the newest, from the top
+            rows = await self._browsed(sql.SEARCH, params)
+        else:
+            newest = seqs[-limit:] if limit else []
+            marks_ = ", ".join(f":s{i}" for i in range(len(newest)))
+            by_seq = {f"s{i}": seq for i, seq in enumerate(newest)}
+            statement = sql.SEARCH_ROWS.format(marks=marks_)
+            rows = await self._browsed(statement, {**params, **by_seq}) if newest else []
+        return Searched(rows, int(window))
+
+    async def _browsed(self, statement: str, params: dict[str, Any]) -> list[Browsed]:
+        assert self._r is not None
+        try:
+            rows = await read_all(self._r, statement, params)
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        return [
+            Browsed(seq, mid, ct, bytes(body), size, sent, vis, att, bool(leased), grp, fseq)
+            for seq, mid, ct, body, size, sent, vis, att, leased, grp, fseq in rows
+        ]

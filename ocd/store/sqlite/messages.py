@@ -1,0 +1,348 @@
+"""The SQLite backend's Messages facet: sends, claims, settles, releases, expiry, purges."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import sqlite3
+from collections.abc import Sequence
+
+from ocd.errors import (
+    QueueNotFound,
+    StoreError,
+    StoreFull,
+)
+from ocd.store.base import (
+    Backlog,
+    Claimed,
+    DeadLetter,
+    Delivery,
+    Expired,
+    FifoSent,
+    LeaseKind,
+    NewMessage,
+    NotReady,
+    QueueRecord,
+    Ready,
+    Retry,
+    Settled,
+)
+from ocd.store.sqlite import fifo, removal, sql
+from ocd.store.sqlite.core import SqliteCore
+from ocd.store.sqlite.errors import translate
+from ocd.store.sqlite.writer import (
+    Call,
+    Enqueue,
+    Tx,
+    chunks,
+    fetch_all,
+    fetch_one,
+    marks,
+    read_all,
+    read_one,
+)
+
+log = logging.getLogger(__name__)
+
+
+class SqliteMessages(SqliteCore):
+    async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
+        # Straight to the writer, and the backlog from memory when it is known: every
+        # coroutine layer here is paid by every send.
+        if self._closing or self._writer is None:
+            raise StoreError("the store is closed", self.where, "send")
+        if not self.catalogue.knows(queue.key):
+            raise QueueNotFound(queue.name)
+        if self.space.full is not None:  # refused up front: the room left is for acks
+            raise StoreFull(self.space.full, self.where, "send")
+        if queue.fifo:
+            backlog, _ = await self.enqueue_fifo(queue, messages)
+            return backlog
+        await self._writer.submit(Enqueue(queue, messages))
+        known = self.catalogue.backlog(queue.key)
+        return known if known is not None else await self.backlog(queue)
+
+    async def enqueue_fifo(
+        self, queue: QueueRecord, messages: Sequence[NewMessage]
+    ) -> tuple[Backlog, list[FifoSent]]:
+        if not self.catalogue.knows(queue.key):
+            raise QueueNotFound(queue.name)
+        if self.space.full is not None:
+            raise StoreFull(self.space.full, self.where, "send")
+        sent: list[FifoSent] = await self._submit(
+            Call(fifo.enqueue, queue, messages, most_rows=2 * len(messages), grows=True)
+        )
+        known = self.catalogue.backlog(queue.key)
+        return (known if known is not None else await self.backlog(queue)), sent
+
+    async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
+        assert self._r is not None
+        try:
+            count, first, nxt = await read_one(
+                self._r,
+                sql.READY_FIFO if queue.fifo else sql.READY,
+                {"q": queue.key, "now": now_ms, "n": limit},
+            )
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        return Ready(count, first, nxt)
+
+    async def claim(
+        self,
+        queue: QueueRecord,
+        limit: int,
+        now_ms: int,
+        lease_until_ms: int,
+        max_attempts: int,
+        dead_letter: DeadLetter,
+        kind: LeaseKind = LeaseKind.PUSH,
+        max_batches: int | None = None,
+    ) -> Claimed:
+        lease = secrets.randbits(62) + 1
+
+        def claim(tx: Tx) -> Claimed:
+            if max_batches is not None:
+                (held,) = fetch_one(tx.conn, sql.PUSH_LEASES_HELD, (queue.key, now_ms))
+                if held >= max_batches:
+                    return Claimed([])
+            if queue.fifo:
+                return self._claim_fifo(
+                    tx, queue, limit, now_ms, lease_until_ms, lease, kind, max_attempts, dead_letter
+                )
+            rows = fetch_all(
+                tx.conn,
+                sql.CLAIM,
+                {
+                    "q": queue.key,
+                    "now": now_ms,
+                    "n": limit,
+                    "until": lease_until_ms,
+                    "lease": lease,
+                    "kind": int(kind),
+                },
+            )
+            deliveries: list[Delivery] = []
+            spent: list[int] = []
+            exhausted: list[str] = []
+            for seq, mid, ctype, body, sent_ms, attempts, attrs, first in rows:
+                if attempts > max_attempts:
+                    spent.append(seq)
+                    exhausted.append(mid)
+                else:
+                    deliveries.append(
+                        Delivery(
+                            seq,
+                            mid,
+                            ctype,
+                            body,
+                            sent_ms,
+                            attempts,
+                            lease,
+                            attrs=attrs,
+                            first_received_ms=first,
+                        )
+                    )
+            if spent:
+                removal.dead_letter(self.catalogue, tx, queue, spent, dead_letter, now_ms)
+            deliveries.sort(key=lambda d: d.seq)
+            return Claimed(deliveries, exhausted)
+
+        result: Claimed = await self._submit(Call(claim, durable=False, most_rows=limit))
+        return result
+
+    def _claim_fifo(
+        self,
+        tx: Tx,
+        queue: QueueRecord,
+        limit: int,
+        now_ms: int,
+        until_ms: int,
+        lease: int,
+        kind: LeaseKind,
+        max_attempts: int,
+        dead_letter: DeadLetter,
+    ) -> Claimed:
+        deliveries: list[Delivery] = []
+        spent: list[int] = []
+        exhausted: list[str] = []
+        groups: set[str] = set()
+        for row in fifo.claim(tx, queue, limit, now_ms, until_ms, lease, int(kind)):
+            if row[5] > max_attempts:
+                spent.append(row[0])
+                exhausted.append(row[1])
+                groups.add(row[6])
+            else:
+                deliveries.append(fifo.delivery(row, lease))
+        if spent:
+            removal.dead_letter(self.catalogue, tx, queue, spent, dead_letter, now_ms)
+            fifo.refresh(tx, queue.key, groups)
+        return Claimed(deliveries, exhausted)
+
+    def _settle_fifo(
+        self,
+        tx: Tx,
+        queue: QueueRecord,
+        acks: Sequence[int],
+        retries: Sequence[Retry],
+        dead: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> Settled:
+        retries, dead, back, groups = fifo.hold_back(tx, queue, set(acks), retries, dead)
+        acked = removal.delete(tx, queue, acks, groups)
+        retried = 0
+        if retries:
+            cur = tx.conn.executemany(
+                sql.RETRY, ((visible, seq, queue.key) for seq, visible in retries)
+            )
+            retried = max(cur.rowcount, 0)
+        if back:
+            fifo.release_any(tx, queue, back, now_ms)
+        moved, deleted = removal.dead_letter(
+            self.catalogue, tx, queue, dead, dead_letter, now_ms, groups
+        )
+        fifo.refresh(tx, queue.key, groups)
+        if retries or back or moved:
+            tx.notify.add(queue.key)
+        return Settled(acked, retried, moved, deleted)
+
+    async def settle(
+        self,
+        queue: QueueRecord,
+        acks: Sequence[int],
+        retries: Sequence[Retry],
+        dead: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> Settled:
+        def settle(tx: Tx) -> Settled:
+            if queue.fifo:
+                return self._settle_fifo(tx, queue, acks, retries, dead, dead_letter, now_ms)
+            acked = removal.delete(tx, queue, acks)
+            retried = 0
+            if retries:
+                cur = tx.conn.executemany(
+                    sql.RETRY, ((visible, seq, queue.key) for seq, visible in retries)
+                )
+                retried = max(cur.rowcount, 0)
+                tx.notify.add(queue.key)
+            moved, deleted = removal.dead_letter(
+                self.catalogue, tx, queue, dead, dead_letter, now_ms
+            )
+            return Settled(acked, retried, moved, deleted)
+
+        most_rows = len(acks) + len(retries) + len(dead)
+        result: Settled = await self._submit(Call(settle, durable=False, most_rows=most_rows))
+        return result
+
+    async def release(
+        self,
+        queue: QueueRecord,
+        seqs: Sequence[int],
+        now_ms: int,
+        kind: LeaseKind = LeaseKind.PUSH,
+    ) -> int:
+        def release(tx: Tx) -> int:
+            n = 0
+            groups: set[str] = set()
+            for chunk in chunks(seqs):
+                rows = fetch_all(
+                    tx.conn,
+                    sql.RELEASE_SEQS.format(marks=marks(len(chunk))),
+                    (now_ms, int(kind), queue.key, *chunk),
+                )
+                n += len(rows)
+                if queue.fifo:
+                    groups.update(r[0] for r in rows)
+            if groups:
+                fifo.refresh(tx, queue.key, groups)
+            tx.notify.add(queue.key)
+            return n
+
+        result: int = await self._submit(Call(release, durable=False))
+        return result
+
+    async def expire(self, now_ms: int, batch: int = 5000) -> list[Expired]:
+        expired: list[Expired] = []
+        for queue in self.catalogue.queues():
+            cutoff = now_ms - queue.settings.message_retention_period_s * 1000
+
+            def expire(tx: Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
+                rows = fetch_all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
+                if rows:
+                    tx.removed(q.key, len(rows), sum(r[0] for r in rows))
+                    if q.fifo:
+                        fifo.refresh(tx, q.key, (r[1] for r in rows))
+                return len(rows)
+
+            total = 0
+            while True:
+                n: int = await self._submit(Call(expire, durable=False))
+                total += n
+                if n < batch:
+                    break
+            if total:
+                expired.append(Expired(queue.account, queue.name, total))
+        while await self._submit(Call(fifo.prune_dedup, now_ms, batch, durable=False)) >= batch:
+            pass
+        return expired
+
+    async def purge(self, queue: QueueRecord, now_ms: int) -> int:
+        def purge(tx: Tx) -> int:
+            cur = tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
+            fifo.purge(tx, queue.key)
+            tx.conn.execute(sql.MARK_PURGED, (now_ms, queue.key))
+            n = max(cur.rowcount, 0)
+            tx.removed(queue.key, *self.catalogue.counts(queue.key))
+            return n
+
+        result: int = await self._submit(Call(purge))
+        current = self.catalogue.by_key(queue.key)
+        if current is not None:
+            self.catalogue.remember(dataclasses.replace(current, purged_ms=now_ms))
+        return result
+
+    async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
+        """Ready messages, oldest first, without leasing them or counting an attempt."""
+        assert self._r is not None
+        try:
+            rows = await read_all(self._r, sql.PEEK, (queue.key, now_ms, limit))
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        return [
+            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup, attrs)
+            for seq, mid, ct, body, sent, att, grp, fseq, dedup, attrs in rows
+        ]
+
+    async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
+        def delete(tx: Tx) -> int:
+            return removal.delete(tx, queue, seqs)
+
+        result: int = await self._submit(Call(delete))
+        return result
+
+    async def queue_stats(self, now_ms: int) -> dict[int, NotReady]:
+        assert self._r is not None
+        out: dict[int, NotReady] = {}
+        try:
+            for q in self.catalogue.queues():
+                not_ready, leased = await read_one(self._r, sql.NOT_READY, (q.key, now_ms))
+                out[q.key] = NotReady(not_ready, leased)
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        return out
+
+    async def backlog(self, queue: QueueRecord) -> Backlog:
+        known = self.catalogue.backlog(queue.key)
+        if known is not None:
+            return known
+        assert self._r is not None
+        try:
+            (found,) = await read_one(self._r, sql.OLDEST, (queue.key,))
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
+        oldest = found or 0
+        self.catalogue.set_oldest(queue.key, oldest)
+        count, size = self.catalogue.counts(queue.key)
+        return Backlog(count, size, oldest)

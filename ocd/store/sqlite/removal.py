@@ -1,0 +1,66 @@
+"""Taking messages out of a queue inside the writer's transaction: deletes (acks, bulk
+deletes) and dead-letter moves, shared by the messages and moves facets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ocd.store.base import DeadLetter, QueueRecord
+from ocd.store.catalogue import Catalogue
+from ocd.store.sqlite import fifo, sql
+from ocd.store.sqlite.writer import Tx, chunks, fetch_all, marks
+
+
+def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | None = None) -> int:
+    """Delete messages by seq; a FIFO queue's groups are refreshed, or added to
+    ``groups`` for the caller to refresh."""
+    n = 0
+    touched: set[str] = set()
+    for chunk in chunks(seqs):
+        rows = fetch_all(
+            tx.conn, sql.DELETE_SEQS.format(marks=marks(len(chunk))), (queue.key, *chunk)
+        )
+        if rows:
+            tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
+            if queue.fifo:
+                touched.update(r[1] for r in rows)
+        n += len(rows)
+    if touched:
+        if groups is not None:
+            groups |= touched
+        else:
+            fifo.refresh(tx, queue.key, touched)
+    return n
+
+
+def dead_letter(
+    catalogue: Catalogue,
+    tx: Tx,
+    queue: QueueRecord,
+    seqs: Sequence[int],
+    dead_letter: DeadLetter,
+    now_ms: int,
+    groups: set[str] | None = None,
+) -> tuple[int, int]:
+    """Move exhausted messages to the dead-letter queue, or delete them. The groups of
+    a FIFO queue's messages are the caller's to refresh."""
+    if not seqs:
+        return 0, 0
+    dlq = dead_letter.queue
+    if dlq is None or not catalogue.knows(dlq.key):
+        return 0, delete(tx, queue, seqs, groups if groups is not None else set())
+    if dlq.fifo and queue.fifo:
+        return fifo.move(tx, queue, seqs, dlq, now_ms), 0
+    moved = 0
+    for chunk in chunks(seqs):
+        rows = fetch_all(
+            tx.conn,
+            sql.MOVE_SEQS.format(marks=marks(len(chunk))),
+            (dlq.key, now_ms, queue.key, *chunk),
+        )
+        if rows:
+            size = sum(r[0] for r in rows)
+            tx.removed(queue.key, len(rows), size)
+            tx.added(dlq.key, len(rows), size, min(r[1] for r in rows))
+        moved += len(rows)
+    return moved, 0

@@ -477,22 +477,39 @@ async def test_batch_entry_problems_fail_alone_request_problems_fail_the_call(
     # a FIFO entry without its group or deduplication id fails the whole batch, sending none
     fifo = await _create(sqs, "strict.fifo", FifoQueue="true")
     good = {"Id": "ok", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "d"}
-    for entry, message in (
-        (
-            {"Id": "nogroup", "MessageBody": "y", "MessageDeduplicationId": "e"},
-            "The request must contain the parameter MessageGroupId.",
-        ),
-        (
-            {"Id": "nodedup", "MessageBody": "y", "MessageGroupId": "g"},
-            "The queue should either have ContentBasedDeduplication enabled or "
-            "MessageDeduplicationId provided explicitly",
-        ),
+    no_group = ("MissingParameter", "The request must contain the parameter MessageGroupId.")
+    no_dedup = (
+        "InvalidParameterValue",
+        "The queue should either have ContentBasedDeduplication enabled or "
+        "MessageDeduplicationId provided explicitly",
+    )
+    for entry, answer in (
+        ({"Id": "nogroup", "MessageBody": "y", "MessageDeduplicationId": "e"}, no_group),
+        ({"Id": "neither", "MessageBody": "y"}, no_group),
+        ({"Id": "nodedup", "MessageBody": "y", "MessageGroupId": "g"}, no_dedup),
     ):
         with pytest.raises(botocore.exceptions.ClientError) as e:
             await sqs.call(c.send_message_batch, QueueUrl=fifo, Entries=[good, entry])
-        assert _error(e) == ("InvalidParameterValue", message)
+        assert _error(e) == answer
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        # SendMessage on its own gets the same answer
+        single = {k: v for k, v in entry.items() if k != "Id"}
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            await sqs.call(c.send_message, QueueUrl=fifo, **single)
+        assert _error(e) == answer
     got = await sqs.call(c.receive_message, QueueUrl=fifo, WaitTimeSeconds=0)
     assert "Messages" not in got
+    # too many entries and repeated ids fail the call, in SQS's words
+    eleven = [{"Id": f"e{i}", "MessageBody": "x"} for i in range(11)]
+    with pytest.raises(c.exceptions.TooManyEntriesInBatchRequest) as e:
+        await sqs.call(c.send_message_batch, QueueUrl=url, Entries=eleven)
+    assert _error(e) == (
+        "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+        "Maximum number of entries per request are 10. You have sent 11.",
+    )
+    with pytest.raises(c.exceptions.BatchEntryIdsNotDistinct) as e:
+        await sqs.call(c.send_message_batch, QueueUrl=url, Entries=[eleven[0], eleven[0]])
+    assert _error(e) == ("AWS.SimpleQueueService.BatchEntryIdsNotDistinct", "Id e0 repeated.")
 
 
 async def test_invalid_receipt_handles_in_sqs_words(sqs: SqsDaemon) -> None:

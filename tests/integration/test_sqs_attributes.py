@@ -102,13 +102,38 @@ async def test_batch_entries_with_bad_attributes_fail_alone(sqs: SqsDaemon) -> N
                 "MessageBody": "z",
                 "MessageAttributes": {"AWS.x": TRACE["AWSTraceHeader"]},
             },
+            {
+                "Id": "name",
+                "MessageBody": "n",
+                "MessageAttributes": {"a b": {"DataType": "String", "StringValue": "x"}},
+            },
+            {
+                "Id": "type",
+                "MessageBody": "t",
+                "MessageAttributes": {"a": {"DataType": "Text", "StringValue": "x"}},
+            },
+            {
+                "Id": "number",
+                "MessageBody": "u",
+                "MessageAttributes": {"Age": {"DataType": "Number", "StringValue": "Hello"}},
+            },
         ],
     )
     (ok,) = out["Successful"]
     assert ok["Id"] == "ok" and ok["MD5OfMessageAttributes"] == md5_of_attributes(_wire(ATTRS))
-    assert {f["Id"]: f["Code"] for f in out["Failed"]} == {
-        "bad": "InvalidParameterValue",
-        "reserved": "InvalidParameterValue",
+    assert {f["Id"]: (f["Code"], f["Message"], f["SenderFault"]) for f in out["Failed"]} == {
+        k: ("InvalidParameterValue", text, True)
+        for k, text in {
+            "bad": "Number of message attributes [11] exceeds the allowed maximum [10].",
+            "reserved": "You can't use message attribute names beginning with 'AWS.' or "
+            "'Amazon.'. These strings are reserved for internal use. Additionally, they cannot "
+            "start or end with '.'.",
+            "name": "Message (user) attributes name can only contain upper and lower score "
+            "characters, digits, periods, hyphens and underscores. ",
+            "type": "The type of message (user) attribute 'a' is invalid. You must use only the "
+            "following supported type prefixes: Binary, Number, String.",
+            "number": "Can't cast the value of message (user) attribute 'Age' to a number.",
+        }.items()
     }
     with pytest.raises(botocore.exceptions.ClientError) as e:
         await sqs.call(c.send_message, QueueUrl=url, MessageBody="x", MessageAttributes=too_many)

@@ -262,3 +262,182 @@ async def test_errors_in_sqss_words_over_the_query_protocol(sqs: SqsDaemon) -> N
     )
     assert code == "AWS.SimpleQueueService.BatchRequestTooLong"
     await sqs.call(c.send_message, QueueUrl=url, MessageBody="small")
+
+
+async def test_refusals_and_attribute_picks_answer_over_query_as_over_json(sqs: SqsDaemon) -> None:
+    """Batch failures, request-level refusals, tags and permissions, receipt handles and
+    attribute selection answer over the Query protocol as over JSON: the query codes and
+    SQS's texts, ``SenderFault`` in each failed entry."""
+    c = query_client(sqs.endpoint)
+    call = sqs.call
+
+    async def error(fn: Any, **kw: Any) -> tuple[str, str, str]:
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            await call(fn, **kw)
+        err = e.value.response["Error"]
+        return err["Code"], err["Message"], err["Type"]
+
+    created = await call(c.create_queue, QueueName="q29", Attributes={"MaximumMessageSize": "1024"})
+    url = created["QueueUrl"]
+    # per-entry problems are that entry's Failed record; the others are sent
+    out = await call(
+        c.send_message_batch,
+        QueueUrl=url,
+        Entries=[
+            {"Id": "ok", "MessageBody": "fine"},
+            {"Id": "late", "MessageBody": "x", "DelaySeconds": 901},
+            {"Id": "big", "MessageBody": "b" * 1025},
+            {
+                "Id": "type",
+                "MessageBody": "x",
+                "MessageAttributes": {"a": {"DataType": "Text", "StringValue": "v"}},
+            },
+        ],
+    )
+    assert [r["Id"] for r in out["Successful"]] == ["ok"]
+    assert {f["Id"]: (f["Code"], f["Message"], f["SenderFault"]) for f in out["Failed"]} == {
+        "late": (
+            "InvalidParameterValue",
+            "Value 901 for parameter DelaySeconds is invalid. Reason: DelaySeconds must be "
+            ">= 0 and <= 900.",
+            True,
+        ),
+        "big": (
+            "InvalidParameterValue",
+            "One or more parameters cannot be validated. Reason: Message must be shorter than "
+            "1024 bytes.",
+            True,
+        ),
+        "type": (
+            "InvalidParameterValue",
+            "The type of message (user) attribute 'a' is invalid. You must use only the "
+            "following supported type prefixes: Binary, Number, String.",
+            True,
+        ),
+    }
+    # request-level problems fail the call
+    eleven = [{"Id": f"e{i}", "MessageBody": "x"} for i in range(11)]
+    assert await error(c.send_message_batch, QueueUrl=url, Entries=eleven) == (
+        "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+        "Maximum number of entries per request are 10. You have sent 11.",
+        "Sender",
+    )
+    assert await error(c.send_message_batch, QueueUrl=url, Entries=eleven[:1] * 2) == (
+        "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+        "Id e0 repeated.",
+        "Sender",
+    )
+    assert await error(c.change_message_visibility_batch, QueueUrl=url, Entries=[]) == (
+        "AWS.SimpleQueueService.EmptyBatchRequest",
+        "There should be at least one ChangeMessageVisibilityBatchRequestEntry in the request.",
+        "Sender",
+    )
+    fifo = (await call(c.create_queue, QueueName="q29.fifo", Attributes={"FifoQueue": "true"}))[
+        "QueueUrl"
+    ]
+    good = {"Id": "g", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "d"}
+    assert await error(
+        c.send_message_batch,
+        QueueUrl=fifo,
+        Entries=[good, {"Id": "n", "MessageBody": "y", "MessageDeduplicationId": "e"}],
+    ) == ("MissingParameter", "The request must contain the parameter MessageGroupId.", "Sender")
+    assert await error(
+        c.send_message_batch,
+        QueueUrl=fifo,
+        Entries=[good, {"Id": "n", "MessageBody": "y", "MessageGroupId": "g"}],
+    ) == (
+        "InvalidParameterValue",
+        "The queue should either have ContentBasedDeduplication enabled or "
+        "MessageDeduplicationId provided explicitly",
+        "Sender",
+    )
+    assert await error(c.send_message, QueueUrl=fifo, MessageBody="x") == (
+        "MissingParameter",
+        "The request must contain the parameter MessageGroupId.",
+        "Sender",
+    )
+    # receipt handles, on visibility changes too
+    text = 'The input receipt handle "bogus" is not a valid receipt handle.'
+    assert await error(
+        c.change_message_visibility, QueueUrl=url, ReceiptHandle="bogus", VisibilityTimeout=5
+    ) == ("ReceiptHandleIsInvalid", text, "Sender")
+    out = await call(
+        c.change_message_visibility_batch,
+        QueueUrl=url,
+        Entries=[{"Id": "b", "ReceiptHandle": "bogus", "VisibilityTimeout": 5}],
+    )
+    assert out["Failed"] == [
+        {"Id": "b", "SenderFault": True, "Code": "ReceiptHandleIsInvalid", "Message": text}
+    ]
+    # tags and permissions
+    assert await error(c.tag_queue, QueueUrl=url, Tags={}) == (
+        "MissingParameter",
+        "The request must contain the parameter Tags.",
+        "Sender",
+    )
+    assert await error(c.untag_queue, QueueUrl=url, TagKeys=[]) == (
+        "InvalidParameterValue",
+        "Tag keys must be between 1 and 128 characters in length.",
+        "Sender",
+    )
+    await call(c.tag_queue, QueueUrl=url, Tags={f"k{i}": "v" for i in range(50)})
+    assert await error(c.tag_queue, QueueUrl=url, Tags={"one-more": "v"}) == (
+        "InvalidParameterValue",
+        "Too many tags added for queue q29.",
+        "Sender",
+    )
+    assert await error(
+        c.add_permission,
+        QueueUrl=url,
+        Label="l",
+        AWSAccountIds=["111122223333"],
+        Actions=["Frobnicate"],
+    ) == (
+        "InvalidParameterValue",
+        "Value SQS:Frobnicate for parameter ActionName is invalid. Reason: Please refer to the "
+        "appropriate WSDL for a list of valid actions.",
+        "Sender",
+    )
+    assert await error(
+        c.add_permission, QueueUrl=url, Label="l", AWSAccountIds=["nope"], Actions=["SendMessage"]
+    ) == (
+        "InvalidParameterValue",
+        "Value [nope] for parameter PrincipalId is invalid. Reason: Unable to verify.",
+        "Sender",
+    )
+    assert await error(c.remove_permission, QueueUrl=url, Label="never") == (
+        "InvalidParameterValue",
+        "Value never for parameter Label is invalid. Reason: can't find label.",
+        "Sender",
+    )
+    await call(
+        c.add_permission,
+        QueueUrl=url,
+        Label="one",
+        AWSAccountIds=["111122223333"],
+        Actions=["SendMessage"],
+    )
+    policy = (await call(c.get_queue_attributes, QueueUrl=url, AttributeNames=["Policy"]))[
+        "Attributes"
+    ]["Policy"]
+    assert '"Action":"SQS:SendMessage"' in policy.replace(" ", "")
+    # attribute selection: prefixes pick message attributes, system names system ones
+    mine = {
+        "Custom.one": {"DataType": "String", "StringValue": "1"},
+        "SentTimestamp": {"DataType": "String", "StringValue": "mine"},
+        "other": {"DataType": "String", "StringValue": "o"},
+    }
+    await call(c.send_message, QueueUrl=url, MessageBody="sel", MessageAttributes=mine)
+    got = await call(
+        c.receive_message,
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        MessageAttributeNames=["Custom.*", "SentTimestamp"],
+        AttributeNames=["ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount"],
+    )
+    by_body = {m["Body"]: m for m in got["Messages"]}
+    m = by_body["sel"]
+    assert m["MessageAttributes"] == {k: mine[k] for k in ("Custom.one", "SentTimestamp")}
+    assert set(m["Attributes"]) == {"ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount"}
+    assert m["Attributes"]["ApproximateFirstReceiveTimestamp"].isdigit()  # epoch ms
+    assert len(m["Attributes"]["ApproximateFirstReceiveTimestamp"]) == 13

@@ -101,6 +101,8 @@ def _check_fifo_batch(queue: QueueRecord, batch: list[dict[str, Any]]) -> None:
     if not queue.fifo:
         return
     for e in batch:
+        if e.get("MessageGroupId") is None:
+            raise missing("MessageGroupId")  # as SendMessage answers it
         if e.get("MessageDeduplicationId") is None and not (
             queue.settings.content_based_deduplication
         ):
@@ -108,8 +110,6 @@ def _check_fifo_batch(queue: QueueRecord, batch: list[dict[str, Any]]) -> None:
                 "The queue should either have ContentBasedDeduplication enabled or "
                 "MessageDeduplicationId provided explicitly"
             )
-        if e.get("MessageGroupId") is None:
-            raise invalid("The request must contain the parameter MessageGroupId.")
 
 
 async def _send(sqs: SqsContext, queue: QueueRecord, out: list[Outgoing]) -> list[dict[str, Any]]:

@@ -95,22 +95,24 @@ def _values(raw: Any, system: bool) -> tuple[Attributes, int]:
 
 
 def _check_name(name: object) -> None:
-    if (
-        not isinstance(name, str)
-        or not name
-        or len(name) > MAX_NAME
-        or not _NAME.fullmatch(name)
-        or name.startswith(".")
-        or name.endswith(".")
-        or ".." in name
-    ):
-        raise invalid(
-            f"Message (user) attribute name '{name}' is invalid: it can contain "
-            "alphanumeric characters, hyphens, underscores and periods (not at the start or "
-            f"end, and not two in a row), and be up to {MAX_NAME} characters long."
+    """SQS's rules for a message attribute name, each refused in SQS's words."""
+    if not isinstance(name, str) or not name:
+        raise invalid("The request must contain non-empty message (user) attribute names.")
+    if len(name) > MAX_NAME:
+        raise invalid("Message (user) attribute names must be shorter than 256 Bytes")
+    if not _NAME.fullmatch(name):
+        raise invalid(  # SQS's text, its trailing space included
+            "Message (user) attributes name can only contain upper and lower score "
+            "characters, digits, periods, hyphens and underscores. "
         )
-    if name.lower().startswith(_RESERVED):
-        raise invalid(f"Message (user) attribute name '{name}' is reserved for use by SQS.")
+    if name.lower().startswith(_RESERVED) or name.startswith(".") or name.endswith("."):
+        raise invalid(
+            "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These "
+            "strings are reserved for internal use. Additionally, they cannot start or end "
+            "with '.'."
+        )
+    if ".." in name:
+        raise invalid("Message (user) attribute name must not have successive '.' characters.")
 
 
 def _value(name: str, value: Any, system: bool) -> tuple[dict[str, str], int]:
@@ -183,10 +185,7 @@ def _check_number(name: str, text: str) -> None:
     digits = len(n.as_tuple().digits) if n.is_finite() else 0
     exponent = n.adjusted() if n.is_finite() and n != 0 else 0
     if not n.is_finite() or digits > 38 or not -128 <= exponent <= 126:
-        raise invalid(
-            f"Can't cast the value of message (user) attribute '{name}' to a number: numbers "
-            "have up to 38 digits of precision, between 10^-128 and 10^+126."
-        )
+        raise invalid(f"Can't cast the value of message (user) attribute '{name}' to a number.")
 
 
 def load(blob: bytes | None) -> tuple[Attributes, Attributes]:

@@ -35,6 +35,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ocd.clock import Clock, wall_ms
 from ocd.config import Config, ConsumerConfig, QueueConfig
@@ -50,15 +51,15 @@ from ocd.errors import (
     QueueTypeChange,
     StoreConflict,
 )
-from ocd.moves import MOVE_ADOPT_S, Moves, MoveTask
+from ocd.moves import MOVE_ADOPT_S, Moves, MovesStore, MoveTask
 from ocd.store import (
     FIFO_SUFFIX,
     BrowseQuery,
     PullConsumer,
+    QueueAdmin,
     QueueExtras,
     QueueRecord,
     QueueSettings,
-    Store,
 )
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,12 @@ def worker_consumer_id(queue: QueueRecord, worker: str) -> str:
     return hashlib.sha256(f"{queue.queue_id}/{worker}".encode()).hexdigest()[:32]
 
 
+class AdminStore(MovesStore, QueueAdmin, Protocol):
+    """What administration uses of the store: queue and consumer writes, the catalogue,
+    purges, and (handed to its ``Moves``) browsing and move tasks. Five of the seven facets:
+    all but the daemon's ``Lifecycle`` and the nodes' ``Coordination``."""
+
+
 class Admin:
     """Creates, changes and deletes queues and their consumers by the rules above.
 
@@ -141,7 +148,7 @@ class Admin:
 
     def __init__(
         self,
-        store: Store,
+        store: AdminStore,
         clock: Clock = wall_ms,
         bound: dict[QueueKey, list[str]] | None = None,
         worker_consumers: dict[QueueKey, WorkerConsumer] | None = None,

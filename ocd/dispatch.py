@@ -43,7 +43,16 @@ from ocd.pipeline import (
 )
 from ocd.producer import metrics_dict
 from ocd.python_handler import PythonInvoke, QueueCall
-from ocd.store import Backlog, DeadLetter, Delivery, QueueRecord, Retry, Settled, Store
+from ocd.store import (
+    Backlog,
+    CatalogueReads,
+    DeadLetter,
+    Delivery,
+    Messages,
+    QueueRecord,
+    Retry,
+    Settled,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +64,11 @@ CAPPED_RECHECK_S = 1.0  # re-check of a consumer whose max_concurrency other nod
 PERSIST_FOR_S = 300.0  # how long a batch's outcome is retried while the database is away
 
 T = TypeVar("T")
+
+
+class DispatchStore(CatalogueReads, Messages, Protocol):
+    """What a dispatcher uses of the store: its queue (and dead-letter queue) from the
+    catalogue, its wake-ups, and ready/claim/settle/release/backlog."""
 
 
 class HandlerKind(Protocol):
@@ -89,7 +103,7 @@ class ConsumerPolicy:
 class Dispatcher:
     def __init__(
         self,
-        store: Store,
+        store: DispatchStore,
         worker: str,
         policy: ConsumerPolicy,
         kind: HandlerKind,

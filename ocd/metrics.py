@@ -7,6 +7,8 @@ registry, so several daemons in one process (tests) do not mix their numbers.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -18,10 +20,14 @@ from prometheus_client import (
 )
 
 from ocd.counts import queue_counts
-from ocd.store import Store
+from ocd.store import CatalogueReads, Lifecycle, Messages
 
 QUEUE = ("account", "queue")
 CONSUMER = ("worker", "queue")
+
+
+class MetricsStore(Lifecycle, CatalogueReads, Messages, Protocol):
+    """What a scrape reads of the store: whether it is full, the queues, their counts."""
 
 
 class Metrics:
@@ -118,7 +124,7 @@ class Metrics:
     def committed(self, operations: int, on_loop: bool) -> None:
         self._commits_on[on_loop].observe(operations)
 
-    async def render(self, store: Store, now_ms: int) -> bytes:
+    async def render(self, store: MetricsStore, now_ms: int) -> bytes:
         """Refresh the per-queue gauges from the store, then the exposition text."""
         self.store_full.set(0 if store.full() is None else 1)
         stats = await store.queue_stats(now_ms)

@@ -18,11 +18,20 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ocd.clock import Clock
 from ocd.errors import MoveTaskRunning, QueueNotFound, StoreConflict, StoreError
-from ocd.store import BrowseCursor, BrowseQuery, MoveTaskRow, QueueRecord, Store
+from ocd.store import (
+    BrowseCursor,
+    BrowseQuery,
+    Browsing,
+    CatalogueReads,
+    Messages,
+    MoveTaskRow,
+    MoveTasks,
+    QueueRecord,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +40,17 @@ KEPT_TASKS = 50  # finished tasks remembered for their progress pages
 MOVE_ADOPT_S = 5.0  # how often a node looks for active move tasks of nodes that died
 
 
+class MovesStore(CatalogueReads, Messages, Browsing, MoveTasks, Protocol):
+    """What bulk moves use of the store: the task rows and their chunks, a browse to bound
+    and page through the source, its backlog, and its queues by id."""
+
+
 class Moves:
     """This node's bulk move tasks: the running ones and the lately finished."""
 
     def __init__(
         self,
-        store: Store,
+        store: MovesStore,
         clock: Clock,
         current: Callable[[QueueRecord], Awaitable[QueueRecord]],
     ) -> None:

@@ -13,14 +13,14 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ocd import codec, limits
 from ocd.clock import Clock, wall_ms
 from ocd.decide import send_delay
 from ocd.errors import QueueNotFound, QueueSendArgumentError, QueueSendError
 from ocd.metrics import Metrics
-from ocd.store import Backlog, FifoSent, NewMessage, QueueRecord, Store
+from ocd.store import Backlog, CatalogueReads, FifoSent, Messages, NewMessage, QueueRecord
 
 # from the one table (ocd.limits), under the names the surfaces import
 MAX_MESSAGE_BYTES = limits.MESSAGE_BYTES
@@ -117,9 +117,14 @@ def metrics_dict(b: Backlog) -> dict[str, Any]:
     return {"backlogCount": b.count, "backlogBytes": b.bytes, "oldestMessageTimestamp": oldest}
 
 
+class ProducerStore(CatalogueReads, Messages, Protocol):
+    """What sends use of the store: ``enqueue``, and (through ``Producer.store``: bindings,
+    the workerd producer endpoint) the catalogue and backlogs."""
+
+
 class Producer:
     def __init__(
-        self, store: Store, clock: Clock = wall_ms, metrics: Metrics | None = None
+        self, store: ProducerStore, clock: Clock = wall_ms, metrics: Metrics | None = None
     ) -> None:
         self.store = store
         self.clock = clock

@@ -15,6 +15,7 @@ import hmac
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ocd.admin import Admin
 from ocd.clock import Clock, wall_ms
@@ -23,13 +24,15 @@ from ocd.errors import StoreError
 from ocd.metrics import Metrics
 from ocd.store import (
     Backlog,
+    CatalogueReads,
+    Coordination,
     DeadLetter,
     Delivery,
     LeaseKind,
+    Messages,
     PullConsumer,
     QueueRecord,
     Retry,
-    Store,
 )
 
 log = logging.getLogger(__name__)
@@ -106,10 +109,15 @@ class AckResult:
     warnings: dict[str, str]
 
 
+class PullStore(CatalogueReads, Messages, Coordination, Protocol):
+    """What the pull service uses of the store: claims, settles and releases of PULL leases,
+    the catalogue and wake-ups, and the secret that signs lease ids."""
+
+
 class PullService:
     def __init__(
         self,
-        store: Store,
+        store: PullStore,
         signer: Signer,
         admin: Admin,
         clock: Clock = wall_ms,
@@ -128,7 +136,7 @@ class PullService:
 
     @classmethod
     async def open(
-        cls, store: Store, admin: Admin, clock: Clock = wall_ms, metrics: Metrics | None = None
+        cls, store: PullStore, admin: Admin, clock: Clock = wall_ms, metrics: Metrics | None = None
     ) -> PullService:
         return cls(store, Signer(await store.secret(LEASE_SECRET)), admin, clock, metrics)
 

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import runtime
 from ocd import cron
@@ -27,7 +27,7 @@ from ocd.clock import Clock
 from ocd.errors import StoreError
 from ocd.loader import Handler
 from ocd.metrics import Metrics
-from ocd.store import Store
+from ocd.store import Coordination, Lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,17 @@ class Run:
     outcome: str  # "ok", "exception" or "timeout"
 
 
+class SchedulerStore(Lifecycle, Coordination, Protocol):
+    """What the scheduler uses of the store: cron ticks, claimed for this node (``node_id``)."""
+
+
 class Scheduler:
     def __init__(
-        self, store: Store, clock: Clock, metrics: Metrics, schedules: Sequence[Schedule] = ()
+        self,
+        store: SchedulerStore,
+        clock: Clock,
+        metrics: Metrics,
+        schedules: Sequence[Schedule] = (),
     ) -> None:
         self.store = store
         self.clock = clock

@@ -14,7 +14,12 @@ from ocd.dispatch import Dispatcher
 from ocd.loader import LoadedWorker
 from ocd.metrics import Metrics
 from ocd.scheduler import Scheduler
-from ocd.store import Store
+from ocd.store import CatalogueReads, Lifecycle, Messages
+
+
+class ViewStore(Lifecycle, CatalogueReads, Messages, Protocol):
+    """What the ops endpoints read of the store: its health, the queues and their counts
+    (``ocd status``, ``Metrics.render``)."""
 
 
 class DaemonView(Protocol):
@@ -27,7 +32,7 @@ class DaemonView(Protocol):
     @property
     def state(self) -> str: ...
     @property
-    def store(self) -> Store: ...
+    def store(self) -> ViewStore: ...
     @property
     def metrics(self) -> Metrics: ...
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -16,12 +16,18 @@ from ocd.http.cloudflare.envelope import QUEUE_NOT_FOUND, ApiError
 from ocd.names import QUEUE_NAME as QUEUE_NAME  # re-exported for the API modules
 from ocd.producer import Producer
 from ocd.pull import PullService
-from ocd.store import PullConsumer, QueueRecord, Store
+from ocd.store import Browsing, CatalogueReads, Messages, PullConsumer, QueueRecord
+
+
+class ApiStore(CatalogueReads, Messages, Browsing, Protocol):
+    """What the Cloudflare API handlers read of the store themselves (writes go through the
+    producer, the pull service and admin): the catalogue, peeks, backlogs and counts, and
+    the browse and search of the ocd extension."""
 
 
 @dataclass
 class ApiContext:
-    store: Store
+    store: ApiStore
     producer: Producer
     pull: PullService
     admin: Admin  # queue and consumer administration; also what the config names
@@ -36,7 +42,7 @@ class ApiContext:
     def from_config(
         cls,
         config: Config,
-        store: Store,
+        store: ApiStore,
         producer: Producer,
         pull: PullService,
         admin: Admin,

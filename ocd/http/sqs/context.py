@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ocd.admin import Admin
 from ocd.clock import Clock
@@ -14,16 +14,28 @@ from ocd.http.sqs.errors import SqsError, invalid, missing, no_queue
 from ocd.http.sqs.sigv4 import Caller, Verifier
 from ocd.producer import Producer
 from ocd.pull import PullService
-from ocd.store import PullConsumer, QueueExtras, QueueRecord, Store
+from ocd.store import (
+    CatalogueReads,
+    Messages,
+    PullConsumer,
+    QueueAdmin,
+    QueueExtras,
+    QueueRecord,
+)
 
 MAX_BATCH = 10
 EXTRAS_FRESH_MS = 1000  # another node's change to a queue's extras is seen within this
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
 
+class SqsStore(CatalogueReads, QueueAdmin, Messages, Protocol):
+    """What the SQS actions read of the store themselves (writes go through the producer,
+    the pull service and admin): the catalogue, a queue's extras, backlogs and counts."""
+
+
 @dataclass
 class SqsContext:
-    store: Store
+    store: SqsStore
     producer: Producer
     pull: PullService
     admin: Admin

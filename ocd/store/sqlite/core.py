@@ -268,11 +268,10 @@ class SqliteCore:
 
         A commit that appends to the file makes fdatasync write the file's new size and
         blocks too, an ext4 journal commit on top of the data; one that overwrites blocks
-        already written syncs only the data. Measured here with 13-row commits and
-        synchronous=FULL: about 400 µs a commit while the WAL grows, 250 µs once it is
-        written. SQLite reads a WAL whose header is zeros as empty, writes its header and
-        frames from the start, and after a checkpoint starts over from the start again
-        (journal_size_limit keeps the file at ``wal_limit_bytes``). Only an empty or
+        already written syncs only the data, which is cheaper. SQLite reads a WAL whose
+        header is zeros as empty, writes its header and frames from the start, and after a
+        checkpoint starts over from the start again (journal_size_limit keeps the file at
+        ``wal_limit_bytes``). Only an empty or
         missing WAL is filled: one with frames in it is a crash's, for SQLite to recover.
         Without room on the disk the WAL is left empty and grows as it would anyway."""
         wal = Path(f"{self.path}-wal")

@@ -15,16 +15,15 @@ therefore plain functions of a ``sqlite3`` connection; the read connection stays
 
 A small group is committed on the event loop's own thread instead. Handing a group to the
 thread and back costs two wake-ups and two GIL hand-overs; under HTTP load the loop holds the
-GIL nearly all the time, so each hand-over waited about a millisecond and a commit that takes
-0.3 ms on its own took 3. Measured with 50 clients pushing single messages, committing small
-groups inline raised the rate from about 5,000 to 6,900 requests/s. The loop then waits out
+GIL nearly all the time, so each hand-over waits for it and a commit takes many times its
+own length (figures in docs/performance.md). The loop then waits out
 the fsync itself, which is cheap only on a fast disk: when more than half of the last
 ``INLINE_WINDOW`` inline commits kept the loop asleep (waiting for the disk, not for a CPU:
 ``ocd.store.sqlite.asleep``) longer than ``SLOW_INLINE_S``, every group goes to the thread for
 ``THREAD_AFTER_SLOW_S``, and a slow disk stalls the loop for about nine commits in that time.
 A count, not an average: on a shared host a single fsync now and then takes tens of
-milliseconds (72 ms seen), and a moving average tripped on one of those, sending every group
-of the next 10 s through the thread, where single pushes ran a quarter slower. Large groups
+milliseconds, and one such fsync must not send the next groups through the thread, where
+single pushes are slower. Large groups
 (a purge, a retention sweep, thousands of rows) always go to the thread.
 """
 
@@ -170,8 +169,8 @@ class Call(Op):
 
 def insert_messages(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
     """INSERT ``rows`` with as few statements as possible: one statement of many rows costs
-    SQLite about a quarter less than ``executemany`` of one row each (21 rows: 88 µs against
-    120 µs), which runs a whole statement, AUTOINCREMENT bookkeeping included, per row."""
+    SQLite less than ``executemany`` of one row each, which runs a whole statement,
+    AUTOINCREMENT bookkeeping included, per row."""
     full = len(rows) - len(rows) % INSERT_ROWS
     if full:
         conn.executemany(
@@ -350,11 +349,7 @@ class Writer:
         waiting for the next commit, and the fsync, the largest part of a commit, is shared
         by more of them. The first turn that brings nothing (the loop has nothing more to
         hand over: at light load, the first one) ends the wait; so do ``GATHER_S`` and
-        ``GATHER_ROWS``, which keeps the group small enough to commit on the loop.
-
-        Measured with 50 clients pushing single messages over HTTP: groups of 21 operations
-        instead of 12, 40% fewer commits, and in alternating A/B runs 20% more requests/s
-        in a quiet hour (11,100 against 9,300), the same in a busy one (7,300 against 7,200)."""
+        ``GATHER_ROWS``, which keeps the group small enough to commit on the loop."""
         if self._durability != "full" or self._closing:
             return
         if not any(op.durable for op in self._pending):

@@ -20,7 +20,8 @@ from ocd.errors import StoreError
 from ocd.store import NewMessage, SqliteStore
 from ocd.store.sqlite import store as sqlite_store
 from ocd.store.sqlite import writer as w
-from ocd.store.sqlite.writer import Call, Tx, Writer
+from ocd.store.sqlite.ops import Call, Tx
+from ocd.store.sqlite.writer import Writer
 from tests.helpers import eventually
 
 T0 = 1_800_000_000_000

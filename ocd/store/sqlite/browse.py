@@ -15,7 +15,7 @@ from ocd.store.base import (
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
-from ocd.store.sqlite.writer import (
+from ocd.store.sqlite.ops import (
     read_all,
     read_one,
 )

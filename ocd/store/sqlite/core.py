@@ -35,14 +35,9 @@ from ocd.store.rows import (
 from ocd.store.sqlite import fifo, guard, sql
 from ocd.store.sqlite.errors import is_damage, is_full, translate
 from ocd.store.sqlite.mark import Mark, MarkFile, mark_path
+from ocd.store.sqlite.ops import Op, Tx, fetch_all, fetch_one
 from ocd.store.sqlite.space import DEFAULT_RESERVE_BYTES, Space, full_advice
-from ocd.store.sqlite.writer import (
-    Op,
-    Tx,
-    Writer,
-    fetch_all,
-    fetch_one,
-)
+from ocd.store.sqlite.writer import Writer
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from ocd.store.base import (
 from ocd.store.sqlite import fifo, removal, sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
-from ocd.store.sqlite.writer import (
+from ocd.store.sqlite.ops import (
     Call,
     Enqueue,
     Tx,

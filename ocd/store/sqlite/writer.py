@@ -35,180 +35,27 @@ import logging
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
 from ocd.errors import OcdError, StoreError
-from ocd.store.base import NewMessage, QueueRecord
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.asleep import Asleep
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.mark import MarkFile
+from ocd.store.sqlite.ops import Enqueue, Op, Tx, insert_messages
 
 log = logging.getLogger(__name__)
 
 MAX_GROUP = 4000  # operations per group commit; bounds one transaction's size
-IN_CHUNK = 500  # parameters per "seq IN (...)" statement
-INSERT_ROWS = 32  # messages per INSERT statement (8 parameters each)
 INLINE_ROWS = 1000  # a group touching at most this many rows may commit on the loop
 INLINE_WINDOW = 16  # when more than half of the last this many inline commits ...
 SLOW_INLINE_S = 0.004  # ... slept longer than this, ...
 THREAD_AFTER_SLOW_S = 10.0  # ... every group goes to the writer's thread for this long
 GATHER_S = 0.002  # a group that will be fsynced waits for more operations at most this long
 GATHER_ROWS = INLINE_ROWS // 2  # ... and stops waiting once it holds this many rows
-
-
-class Tx:
-    """What one transaction changed, applied to in-memory state only after COMMIT."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.delta: dict[int, list[int]] = {}  # queue key -> [count, bytes]
-        self.oldest_dirty: set[int] = set()
-        self.oldest_new: dict[int, int] = {}
-        self.oldest_known: dict[int, int] = {}
-        self.notify: set[int] = set()
-        self.on_loop = False  # committed on the event loop's thread, not the writer's
-
-    def added(self, key: int, count: int, size: int, min_sent_ms: int) -> None:
-        d = self.delta.setdefault(key, [0, 0])
-        d[0] += count
-        d[1] += size
-        prev = self.oldest_new.get(key)
-        self.oldest_new[key] = min_sent_ms if prev is None else min(prev, min_sent_ms)
-        self.notify.add(key)
-
-    def removed(self, key: int, count: int, size: int) -> None:
-        d = self.delta.setdefault(key, [0, 0])
-        d[0] -= count
-        d[1] -= size
-        self.oldest_dirty.add(key)
-
-
-class Op:
-    # Must this operation be on disk (fsync) before its caller hears back? Sends and queue
-    # changes must. Claims, acks and retries need not: after a power loss (not a crash: the
-    # OS still has them) losing one only means a redelivery, which at-least-once allows, and
-    # the next durable commit syncs them anyway.
-    durable = True
-    # How many rows the operation touches at most, if that is known and small: only groups
-    # of such operations may commit inline on the loop.
-    most_rows: int | None = None
-    # Does it store new messages? While the disk is full these are refused before they
-    # are tried (``Writer(refuse=...)``); everything else (claims, acks) still runs.
-    grows = False
-
-    future: asyncio.Future[Any]  # made by Writer.submit
-
-    def __init__(self) -> None:
-        self.result: Any = None
-
-    def apply(self, tx: Tx) -> None:
-        """Runs on the writer's thread, inside the group's transaction."""
-        raise NotImplementedError
-
-
-class Enqueue(Op):
-    grows = True
-
-    def __init__(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> None:
-        super().__init__()
-        self.queue = queue
-        self.messages = messages
-        self.most_rows = len(messages)
-
-    def rows(self) -> list[tuple[Any, ...]]:
-        key = self.queue.key
-        return [
-            (key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms, m.attrs)
-            for m in self.messages
-        ]
-
-    def account(self, tx: Tx) -> None:
-        # Plain loops, not sum() and min() over generators: this runs for every send.
-        size = 0
-        first = None
-        for m in self.messages:
-            size += len(m.body)
-            if first is None or m.sent_ms < first:
-                first = m.sent_ms
-        if first is not None:
-            tx.added(self.queue.key, len(self.messages), size, first)
-
-    def apply(self, tx: Tx) -> None:
-        insert_messages(tx.conn, self.rows())
-        self.account(tx)
-
-
-class Call(Op):
-    """Any other write: ``fn(tx, *args)`` run inside the group's transaction."""
-
-    def __init__(
-        self,
-        fn: Any,
-        *args: Any,
-        durable: bool = True,
-        most_rows: int | None = None,
-        grows: bool = False,
-    ) -> None:
-        super().__init__()
-        self.fn = fn
-        self.args = args
-        self.durable = durable
-        self.most_rows = most_rows
-        self.grows = grows
-
-    def apply(self, tx: Tx) -> None:
-        self.result = self.fn(tx, *self.args)
-
-
-def insert_messages(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    """INSERT ``rows`` with as few statements as possible: one statement of many rows costs
-    SQLite less than ``executemany`` of one row each, which runs a whole statement,
-    AUTOINCREMENT bookkeeping included, per row."""
-    full = len(rows) - len(rows) % INSERT_ROWS
-    if full:
-        conn.executemany(
-            sql.insert_messages(INSERT_ROWS),
-            (
-                list(chain.from_iterable(rows[i : i + INSERT_ROWS]))
-                for i in range(0, full, INSERT_ROWS)
-            ),
-        )
-    if full < len(rows):
-        conn.execute(sql.insert_messages(len(rows) - full), list(chain.from_iterable(rows[full:])))
-
-
-def chunks(seq: Sequence[int]) -> Iterable[Sequence[int]]:
-    for i in range(0, len(seq), IN_CHUNK):
-        yield seq[i : i + IN_CHUNK]
-
-
-def marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def fetch_all(conn: sqlite3.Connection, query: str, params: Any = ()) -> list[Any]:
-    return conn.execute(query, params).fetchall()
-
-
-def fetch_one(conn: sqlite3.Connection, query: str, params: Any = ()) -> Any:
-    return conn.execute(query, params).fetchone()
-
-
-async def read_all(conn: aiosqlite.Connection, query: str, params: Any = ()) -> list[Any]:
-    """A read on the aiosqlite read connection: one round trip to its thread."""
-    return list(await conn.execute_fetchall(query, params))
-
-
-async def read_one(conn: aiosqlite.Connection, query: str, params: Any = ()) -> Any:
-    rows = await read_all(conn, query, params)
-    return rows[0] if rows else None
 
 
 class Writer:

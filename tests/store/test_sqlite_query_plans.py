@@ -65,8 +65,10 @@ def test_oldest_is_a_min_over_the_sent_index(con):
 FIFO = {
     "READY_FIFO": (sql.READY_FIFO, {"q": 1, "now": 5, "n": 10}),
     "READY_GROUPS": (sql.READY_GROUPS, (1, 5, 10)),
-    "GROUP_RUN": (sql.GROUP_RUN, (1, "g", 10)),
-    "GROUP_HEAD": (sql.GROUP_HEAD, (1, "g")),
+    "group_runs": (sql.group_runs(3), (1, 10, "a", -1, "b", -1, "c", 7)),
+    "refresh_groups (drop)": (sql.refresh_groups(2)[0], (1, "a", "b")),
+    "refresh_groups (put)": (sql.refresh_groups(2)[1], (1, "a", "b")),
+    "set_groups": (sql.set_groups(2), (1, 9, "a", "b")),
     "GROUP_AFTER": (sql.GROUP_AFTER, (1, "g", 3, 10)),
     "DEDUP_FIND": (sql.dedup_find(2), ("", "a", "", "b", 1, 5)),
 }

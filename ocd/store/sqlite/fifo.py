@@ -17,7 +17,7 @@ from typing import Any
 from ocd.errors import QueueNotFound
 from ocd.store.base import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
 from ocd.store.sqlite import sql
-from ocd.store.sqlite.ops import Tx, chunks, fetch_all, fetch_one, marks
+from ocd.store.sqlite.ops import IN_CHUNK, Tx, chunks, fetch_all, fetch_one, marks
 
 # The messages of one lease behind a retried one lie within this many of its group (a batch
 # is at most 100 messages, taken consecutively from the head).
@@ -95,16 +95,14 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
 
 
 def refresh(tx: Tx, key: int, groups: Iterable[str | None]) -> None:
-    """Make the rows of ``groups`` true again: the head's visibility, or gone if empty."""
-    conn = tx.conn
-    for g in set(groups):
-        if g is None:
-            continue
-        head = fetch_one(conn, sql.GROUP_HEAD, (key, g))
-        if head is None:
-            conn.execute(sql.DROP_GROUP, (key, g))
-        else:
-            conn.execute(sql.SET_GROUP, (key, g, head[0]))
+    """Make the rows of ``groups`` true again: the head's visibility, or gone if empty. Two
+    statements per few hundred groups, whatever their number."""
+    touched = [g for g in set(groups) if g is not None]
+    for i in range(0, len(touched), IN_CHUNK):
+        part = touched[i : i + IN_CHUNK]
+        drop, put = sql.refresh_groups(len(part))
+        tx.conn.execute(drop, (key, *part))
+        tx.conn.execute(put, (key, *part))
 
 
 def claim(
@@ -117,25 +115,43 @@ def claim(
     kind: int,
 ) -> list[tuple[Any, ...]]:
     """Lease the ready heads and the ready runs behind them, longest-waiting group first;
-    the claimed rows in delivery order (group by group, in sequence order)."""
+    the claimed rows in delivery order (group by group, in sequence order).
+
+    A few statements, not one per group: the ready groups (a range of fifo_groups_ready),
+    the first group's run, then the runs of as many of the next groups as the runs so far
+    say will fill the batch, all in one statement (and again if they fell short). What is
+    read beyond the batch is left alone: the batch is the one a loop over the groups would
+    take."""
     conn = tx.conn
+    groups = [g for (g,) in fetch_all(conn, sql.READY_GROUPS, (queue.key, now_ms, limit))]
     picked: list[int] = []
     taken: list[str] = []
     stale: list[str] = []
-    for (g,) in fetch_all(conn, sql.READY_GROUPS, (queue.key, now_ms, limit)):
-        run = fetch_all(conn, sql.GROUP_RUN, (queue.key, g, limit - len(picked)))
-        took = 0
-        for seq, visible_ms, _lease in run:
+    pos = 0
+    while pos < len(groups) and len(picked) < limit:
+        left = limit - len(picked)
+        # runs so far say how many groups the rest needs; the first statement asks one
+        per_group = len(picked) / pos if pos else left
+        ask = groups[pos : pos + max(1, -(-left // max(1, int(per_group))))]
+        pos += len(ask)
+        params: list[Any] = [queue.key, left]
+        for g in ask:
+            params += (g, -1)
+        runs: list[list[int]] = [[] for _ in ask]
+        stopped: set[int] = set()
+        for i, seq, visible_ms, _fseq in fetch_all(conn, sql.group_runs(len(ask)), params):
+            if i in stopped:
+                continue
             if visible_ms > now_ms:
-                break
-            picked.append(seq)
-            took += 1
-        if took:
-            taken.append(g)
-        else:
-            stale.append(g)  # its row was behind the truth: put it right
-        if len(picked) >= limit:
-            break
+                stopped.add(i)
+            else:
+                runs[i].append(seq)
+        for g, run in zip(ask, runs, strict=True):
+            if not run:
+                stale.append(g)  # its row was behind the truth: put it right
+            elif len(picked) < limit:
+                picked += run[: limit - len(picked)]
+                taken.append(g)
     if stale:
         refresh(tx, queue.key, stale)
     if not picked:
@@ -147,7 +163,9 @@ def claim(
             sql.CLAIM_SEQS.format(marks=marks(len(chunk))),
             (until_ms, lease, kind, now_ms, queue.key, *chunk),
         )
-    conn.executemany(sql.SET_GROUP, ((queue.key, g, until_ms) for g in taken))
+    for i in range(0, len(taken), IN_CHUNK):
+        part = taken[i : i + IN_CHUNK]
+        conn.execute(sql.set_groups(len(part)), (queue.key, until_ms, *part))
     order = {seq: i for i, seq in enumerate(picked)}
     rows.sort(key=lambda r: order[r[0]])
     return rows

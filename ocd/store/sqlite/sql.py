@@ -225,15 +225,48 @@ GROUPS_CLEAR = "DELETE FROM fifo_groups WHERE queue = ?"
 READY_GROUPS = """
 SELECT grp FROM fifo_groups WHERE queue = ? AND ready_ms <= ? ORDER BY ready_ms LIMIT ?
 """
-# A group's messages from its head, in sequence order: a range of messages_group.
-GROUP_RUN = """
-SELECT seq, visible_ms, lease FROM messages WHERE queue = ? AND grp = ? ORDER BY fseq LIMIT ?
-"""
-GROUP_HEAD = """
-SELECT visible_ms FROM messages WHERE queue = ? AND grp = ? ORDER BY fseq LIMIT 1
-"""
-SET_GROUP = "INSERT OR REPLACE INTO fifo_groups (queue, grp, ready_ms) VALUES (?, ?, ?)"
-DROP_GROUP = "DELETE FROM fifo_groups WHERE queue = ? AND grp = ?"
+
+
+@functools.cache
+def group_runs(groups: int) -> str:
+    """The next messages of ``groups`` groups in one statement: per group (numbered in the
+    statement, so the rows say whose they are) a range of messages_group after a sequence
+    number, at most ``?2`` of them. Parameters: queue, the most per group, then each
+    group's name and the sequence number its run goes on after."""
+    one = (
+        "SELECT * FROM (SELECT {i}, seq, visible_ms, fseq FROM messages "
+        "WHERE queue = ?1 AND grp = ?{g} AND fseq > ?{a} ORDER BY fseq LIMIT ?2)"
+    )
+    parts = (one.format(i=i, g=3 + 2 * i, a=4 + 2 * i) for i in range(groups))
+    return " UNION ALL ".join(parts) + " ORDER BY 1, 4"
+
+
+@functools.cache
+def set_groups(groups: int) -> str:
+    """Leased: ``?2`` is when the groups' heads are visible again. Parameters: queue, that
+    time, then the groups."""
+    return (
+        "UPDATE fifo_groups SET ready_ms = ?2 "
+        f"WHERE queue = ?1 AND grp IN ({','.join(['?'] * groups)})"
+    )
+
+
+@functools.cache
+def refresh_groups(groups: int) -> tuple[str, str]:
+    """Make the rows of ``groups`` groups true in two statements: drop them all, then put
+    back those with messages, each with its head's visibility (one lookup of
+    messages_group per group). Parameters: queue, then the groups, for each statement."""
+    marks = ",".join(["?"] * groups)
+    rows = ",".join(["(?)"] * groups)
+    return (
+        f"DELETE FROM fifo_groups WHERE queue = ?1 AND grp IN ({marks})",
+        "INSERT INTO fifo_groups (queue, grp, ready_ms) SELECT * FROM ("
+        "SELECT ?1 AS queue, g.column1 AS grp, (SELECT m.visible_ms FROM messages m "
+        "WHERE m.queue = ?1 AND m.grp = g.column1 ORDER BY m.fseq LIMIT 1) AS ready_ms "
+        f"FROM (VALUES {rows}) g) WHERE ready_ms IS NOT NULL",
+    )
+
+
 # Messages of a group after a sequence number: the rest of a batch is among the first few.
 GROUP_AFTER = """
 SELECT seq, lease FROM messages WHERE queue = ? AND grp = ? AND fseq > ? ORDER BY fseq LIMIT ?

@@ -30,7 +30,7 @@ from ocd.store.base import (
     Retry,
     Settled,
 )
-from ocd.store.postgres import fifo, sql
+from ocd.store.postgres import fifo, fifo_sql, sql
 from ocd.store.postgres.core import PostgresCore, _rowcount
 from ocd.store.postgres.writer import SHARDS
 
@@ -80,7 +80,7 @@ class PostgresMessages(PostgresCore):
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         async with self._db("read") as c:
             count, first, nxt = await c.fetchrow(
-                sql.READY_FIFO if queue.fifo else sql.READY, queue.key, now_ms, limit
+                fifo_sql.READY_FIFO if queue.fifo else sql.READY, queue.key, now_ms, limit
             )
         return Ready(count, first, nxt)
 
@@ -214,7 +214,7 @@ class PostgresMessages(PostgresCore):
         if not retries and not dead:  # the common case: one statement, one round trip
             async with self._db("write", queue) as c:
                 acked = await c.fetchval(
-                    sql.FIFO_ACK, queue.key, list(acks), random.randrange(SHARDS)
+                    fifo_sql.FIFO_ACK, queue.key, list(acks), random.randrange(SHARDS)
                 )
             self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
             return Settled(acked, 0, 0, 0)
@@ -229,7 +229,7 @@ class PostgresMessages(PostgresCore):
                 )
                 retried = _rowcount(status)
             if back:
-                await c.execute(sql.RELEASE_ANY, queue.key, now_ms, back)
+                await c.execute(fifo_sql.RELEASE_ANY, queue.key, now_ms, back)
             moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
             await fifo.refresh(c, queue.key, groups.union(touched))
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
@@ -309,7 +309,7 @@ class PostgresMessages(PostgresCore):
                 expired.append(Expired(queue.account, queue.name, total))
         while True:
             async with self._db("write") as c:
-                status = await c.execute(sql.DEDUP_PRUNE, now_ms, CHUNK)
+                status = await c.execute(fifo_sql.DEDUP_PRUNE, now_ms, CHUNK)
             if _rowcount(status) < CHUNK:
                 break
         return expired
@@ -318,7 +318,7 @@ class PostgresMessages(PostgresCore):
         async with c.transaction():
             await fifo.lock(c, queue.key)
             rows = await c.fetch(
-                sql.FIFO_EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
+                fifo_sql.FIFO_EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
             )
             await fifo.refresh(c, queue.key, (r[0] for r in rows))
         return len(rows)
@@ -340,9 +340,9 @@ class PostgresMessages(PostgresCore):
             await self._durable(c)
             if queue.fifo:  # the groups of what was sent since the purge began, and no ids
                 await fifo.lock(c, queue.key)
-                await c.execute(sql.DEDUP_CLEAR, queue.key)
-                await c.execute(sql.GROUPS_CLEAR, queue.key)
-                await c.execute(sql.GROUPS_REBUILD, queue.key)
+                await c.execute(fifo_sql.DEDUP_CLEAR, queue.key)
+                await c.execute(fifo_sql.GROUPS_CLEAR, queue.key)
+                await c.execute(fifo_sql.GROUPS_REBUILD, queue.key)
             await c.execute(sql.MARK_PURGED, now_ms, queue.key)
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
         current = self.catalogue.by_key(queue.key)

@@ -19,7 +19,7 @@ from ocd.store.base import (
     MoveTaskRow,
     QueueRecord,
 )
-from ocd.store.postgres import fifo, sql
+from ocd.store.postgres import fifo, fifo_sql, sql
 from ocd.store.postgres.core import PostgresCore
 from ocd.store.rows import move_task_from_row, move_task_row
 
@@ -50,7 +50,7 @@ class PostgresMoves(PostgresCore):
         if source.fifo or dest.fifo:
             await fifo.lock(c, *[q.key for q in (source, dest) if q.fifo])
         if source.fifo:  # the groups the moved messages leave
-            groups = [r[1] for r in await c.fetch(sql.FIFO_INFO, source.key, list(seqs))]
+            groups = [r[1] for r in await c.fetch(fifo_sql.FIFO_INFO, source.key, list(seqs))]
         moved, _ = await self._dead_letter(c, source, seqs, DeadLetter(dest), now_ms)
         if source.fifo:
             await fifo.refresh(c, source.key, groups)

@@ -468,6 +468,7 @@ class PostgresCore:
             self.catalogue.notify(key)
 
     # ---------------------------------------------------------------- shared by the facets
+    # Messages dead-letters and deletes on claims and settles, MoveTasks on moves.
 
     async def _durable(self, c: asyncpg.Connection) -> None:
         """Inside a transaction: commit it durably (pool sessions default to off)."""

@@ -1,7 +1,7 @@
 """FIFO queues on PostgreSQL: the same rules as SQLite's ``fifo.py``, serialised per queue.
 
 Every transaction that changes a FIFO queue's messages first takes the queue's advisory
-lock (``sql.FIFO_LOCK``). Under it the statements of one transaction see everything the
+lock (``fifo_sql.FIFO_LOCK``). Under it the statements of one transaction see everything the
 previous holder committed, so group rows, sequence numbers and deduplication ids need no
 finer locking, and no two claims, on any nodes, can lease one group. Claims and group
 refreshes run server-side (``ocd_fifo_claim``, ``ocd_fifo_refresh``), one round trip each.
@@ -18,7 +18,7 @@ import asyncpg
 
 from ocd.errors import QueueNotFound
 from ocd.store.base import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
-from ocd.store.postgres import sql
+from ocd.store.postgres import fifo_sql, sql
 
 SHARDS = 8
 
@@ -26,7 +26,7 @@ SHARDS = 8
 async def lock(c: asyncpg.Connection, *keys: int) -> None:
     """Hold the FIFO lock of each queue for the transaction, in key order (no deadlocks)."""
     for key in sorted(set(keys)):
-        await c.execute(sql.XACT_LOCK, sql.FIFO_LOCK, key)
+        await c.execute(sql.XACT_LOCK, fifo_sql.FIFO_LOCK, key)
 
 
 async def enqueue(
@@ -34,7 +34,7 @@ async def enqueue(
 ) -> tuple[list[FifoSent], int]:
     """Store the messages that are not duplicates; (one answer per message, how many
     stored). Duplicates within ``messages`` collapse to the first."""
-    last = await c.fetchval(sql.FIFO_LAST_SEQ, queue.key)
+    last = await c.fetchval(fifo_sql.FIFO_LAST_SEQ, queue.key)
     if last is None:
         raise QueueNotFound(queue.name)
     by_group = queue.settings.deduplication_scope == "message_group"
@@ -67,7 +67,7 @@ async def enqueue(
         ):
             col.append(value)
     rows = await c.fetch(
-        sql.FIFO_ENQUEUE,
+        fifo_sql.FIFO_ENQUEUE,
         queue.key,
         *cols[:9],
         cols[9],
@@ -82,7 +82,7 @@ async def enqueue(
     missed = [k for k, s in first.items() if s.sequence not in taken]
     if missed:  # duplicates of messages sent before: answer with those
         found = await c.fetch(
-            sql.DEDUP_FIND, queue.key, [k[0] for k in missed], [k[1] for k in missed]
+            fifo_sql.DEDUP_FIND, queue.key, [k[0] for k in missed], [k[1] for k in missed]
         )
         earlier = {(r[0], r[1]): FifoSent(r[2], r[3], True) for r in found}
     out: list[FifoSent] = []
@@ -109,7 +109,7 @@ async def claim(
     owner: str | None,
 ) -> list[asyncpg.Record]:
     rows: list[asyncpg.Record] = await c.fetch(
-        sql.FIFO_CLAIM, queue.key, now_ms, limit, until_ms, lease, kind, owner
+        fifo_sql.FIFO_CLAIM, queue.key, now_ms, limit, until_ms, lease, kind, owner
     )
     return rows
 
@@ -122,7 +122,7 @@ def delivery(row: Any, lease: int) -> Delivery:
 async def refresh(c: asyncpg.Connection, key: int, groups: Iterable[str | None]) -> None:
     wanted = sorted({g for g in groups if g is not None})
     if wanted:
-        await c.execute(sql.FIFO_REFRESH, key, wanted)
+        await c.execute(fifo_sql.FIFO_REFRESH, key, wanted)
 
 
 async def hold_back(
@@ -138,7 +138,7 @@ async def hold_back(
     failing = [r.seq for r in retries] + list(dead)
     if not failing:
         return list(retries), list(dead), [], set()
-    info = await c.fetch(sql.FIFO_INFO, queue.key, failing)
+    info = await c.fetch(fifo_sql.FIFO_INFO, queue.key, failing)
     first: dict[str, tuple[int, int, int | None]] = {}
     for seq, g, fseq, lease in info:
         if g is None or fseq is None:
@@ -149,7 +149,7 @@ async def hold_back(
     leased = [(g, f, lease) for g, (f, _s, lease) in first.items() if lease is not None]
     if leased:
         rows = await c.fetch(
-            sql.FIFO_BEHIND,
+            fifo_sql.FIFO_BEHIND,
             queue.key,
             [x[0] for x in leased],
             [x[1] for x in leased],
@@ -166,7 +166,7 @@ async def delete(c: asyncpg.Connection, queue: QueueRecord, seqs: Sequence[int])
     """Delete by seq, keeping the counts; the groups touched (not yet refreshed)."""
     if not seqs:
         return []
-    rows = await c.fetch(sql.FIFO_DELETE_SEQS, queue.key, list(seqs), random.randrange(SHARDS))
+    rows = await c.fetch(fifo_sql.FIFO_DELETE_SEQS, queue.key, list(seqs), random.randrange(SHARDS))
     return [r[0] for r in rows]
 
 
@@ -175,6 +175,6 @@ async def move(
 ) -> int:
     """Dead-letter into the FIFO queue ``dlq`` (whose lock the caller holds too)."""
     n: int = await c.fetchval(
-        sql.FIFO_MOVE, queue.key, dlq.key, now_ms, list(seqs), random.randrange(SHARDS)
+        fifo_sql.FIFO_MOVE, queue.key, dlq.key, now_ms, list(seqs), random.randrange(SHARDS)
     )
     return n

@@ -9,7 +9,7 @@ import asyncpg
 
 from ocd.errors import StoreError
 from ocd.store.dump import Copied, Dump
-from ocd.store.postgres import sql
+from ocd.store.postgres import fifo_sql, sql
 from ocd.store.postgres.errors import translating
 from ocd.store.postgres.store import PostgresStore
 from ocd.store.rows import consumer_settings, extras_row
@@ -115,7 +115,7 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
         await conn.execute(sql.COPY_COUNTS, key, n, size)
     for q in dump.queues:  # FIFO groups from their messages; ids still in their window
         if q.fifo:
-            await conn.execute(sql.GROUPS_REBUILD, keys[q.queue_id])
+            await conn.execute(fifo_sql.GROUPS_REBUILD, keys[q.queue_id])
     await conn.copy_records_to_table(
         "ocd_dedup",
         records=[(keys[d.queue_id], *d[1:]) for d in dump.dedup],

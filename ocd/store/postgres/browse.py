@@ -1,0 +1,64 @@
+"""Browsing on PostgreSQL: the dashboard's keyset pages, single messages and search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ocd.store.base import Browsed, BrowseQuery, QueueRecord, Searched
+from ocd.store.postgres import sql
+from ocd.store.postgres.core import PostgresCore
+
+
+class PostgresBrowsing(PostgresCore):
+    # ---------------------------------------------------------------- browsing
+
+    async def browse(self, queue: QueueRecord, now_ms: int, query: BrowseQuery) -> list[Browsed]:
+        top = 1 << 62
+        after = query.after
+        if after is None:
+            after_t = (top, top) if query.newest_first else (-1, -1)
+        else:
+            after_t = (after.sent_ms, after.seq)
+        low = query.sent_from_ms if query.sent_from_ms is not None else 0
+        high = query.sent_to_ms if query.sent_to_ms is not None else top
+        async with self._db("read") as c:
+            rows = await c.fetch(
+                sql.browse(query.newest_first, query.state),
+                queue.key,
+                now_ms,
+                query.body_bytes,
+                after_t[0],
+                after_t[1],
+                low,
+                high,
+                query.min_attempts,
+                query.limit,
+            )
+        return [_browsed(r) for r in rows]
+
+    async def message(self, queue: QueueRecord, seq: int, body_bytes: int) -> Browsed | None:
+        async with self._db("read") as c:
+            row = await c.fetchrow(sql.MESSAGE_BY_SEQ, queue.key, 0, body_bytes, seq)
+        return None if row is None else _browsed(row)
+
+    async def search(
+        self,
+        queue: QueueRecord,
+        now_ms: int,
+        needle: bytes | None,
+        message_id: str | None,
+        scan_limit: int,
+        limit: int,
+        body_bytes: int,
+    ) -> Searched:
+        async with self._db("read") as c:
+            rows = await c.fetch(
+                sql.SEARCH, queue.key, now_ms, body_bytes, scan_limit, needle, message_id, limit
+            )
+            window = await c.fetchval(sql.SEARCH_WINDOW, queue.key, scan_limit)
+        return Searched([_browsed(r) for r in rows], int(window))
+
+
+def _browsed(r: Any) -> Browsed:
+    seq, mid, ct, body, size, sent, vis, att, leased, grp, fseq = r
+    return Browsed(seq, mid, ct, bytes(body), size, sent, vis, att, bool(leased), grp, fseq)

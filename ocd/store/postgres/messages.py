@@ -1,0 +1,378 @@
+"""Messages on PostgreSQL: send, claim, settle, release, expire, purge, peek and counts.
+
+Sends go through the group-committing writer (``writer.py``); everything else runs on a
+pool connection, in a transaction of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from ocd.errors import QueueNotFound, StoreError, StoreFull, StoreUnavailable
+from ocd.store.base import (
+    Backlog,
+    Claimed,
+    DeadLetter,
+    Delivery,
+    Expired,
+    FifoSent,
+    LeaseKind,
+    NewMessage,
+    NotReady,
+    QueueRecord,
+    Ready,
+    Retry,
+    Settled,
+)
+from ocd.store.postgres import fifo, fifo_sql, sql
+from ocd.store.postgres.core import PostgresCore, _rowcount
+from ocd.store.postgres.writer import SHARDS
+
+CHUNK = 5000  # rows per retention or purge statement
+
+
+class PostgresMessages(PostgresCore):
+    # ---------------------------------------------------------------- messages
+
+    async def enqueue(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> Backlog:
+        if self._writer is None or self._closing:
+            raise StoreError("the store is closed", self.where, "send")
+        if not self.catalogue.knows(queue.key):
+            raise QueueNotFound(queue.name)
+        if queue.fifo:
+            fifo_backlog, _ = await self.enqueue_fifo(queue, messages)
+            return fifo_backlog
+        try:
+            backlog: Backlog = await self._writer.submit(queue, messages)
+        except StoreUnavailable:
+            self._mark_down()
+            raise
+        except StoreFull as e:
+            self._mark_full(e)
+            raise
+        self._sent()
+        return backlog
+
+    async def enqueue_fifo(
+        self, queue: QueueRecord, messages: Sequence[NewMessage]
+    ) -> tuple[Backlog, list[FifoSent]]:
+        if self._writer is None or self._closing:
+            raise StoreError("the store is closed", self.where, "send")
+        if not self.catalogue.knows(queue.key):
+            raise QueueNotFound(queue.name)
+        try:
+            result: tuple[Backlog, list[FifoSent]] = await self._writer.submit(queue, messages)
+        except StoreUnavailable:
+            self._mark_down()
+            raise
+        except StoreFull as e:
+            self._mark_full(e)
+            raise
+        self._sent()
+        return result
+
+    async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
+        async with self._db("read") as c:
+            count, first, nxt = await c.fetchrow(
+                fifo_sql.READY_FIFO if queue.fifo else sql.READY, queue.key, now_ms, limit
+            )
+        return Ready(count, first, nxt)
+
+    async def claim(
+        self,
+        queue: QueueRecord,
+        limit: int,
+        now_ms: int,
+        lease_until_ms: int,
+        max_attempts: int,
+        dead_letter: DeadLetter,
+        kind: LeaseKind = LeaseKind.PUSH,
+        max_batches: int | None = None,
+    ) -> Claimed:
+        lease = secrets.randbits(62) + 1
+        owner = self.node_id if kind == LeaseKind.PUSH else None
+        args = (queue.key, now_ms, limit, lease_until_ms, lease, int(kind), owner)
+        try:
+            return await self._claim(queue, args, max_attempts, dead_letter, max_batches)
+        except StoreUnavailable:
+            if owner is not None:  # it may have committed before the connection went
+                self._doubtful.add(lease)
+            raise
+
+    async def _claim(
+        self,
+        queue: QueueRecord,
+        args: tuple[Any, ...],
+        max_attempts: int,
+        dead_letter: DeadLetter,
+        max_batches: int | None,
+    ) -> Claimed:
+        lease = args[4]
+        now_ms = args[1]
+        if queue.fifo:
+            return await self._claim_fifo(queue, args, max_attempts, dead_letter, max_batches)
+        async with self._db("write", queue) as c:
+            if max_batches is None:
+                rows = await c.fetch(sql.CLAIM, *args)  # one statement, one round trip
+            else:
+                async with c.transaction():
+                    # one capped claim of this queue at a time, deployment-wide
+                    await c.execute(sql.XACT_LOCK, sql.CLAIM_LOCK, queue.key)
+                    held = await c.fetchval(sql.PUSH_LEASES_HELD, queue.key, now_ms)
+                    if held >= max_batches:
+                        return Claimed([])
+                    rows = await c.fetch(sql.CLAIM, *args)
+            deliveries: list[Delivery] = []
+            spent: list[int] = []
+            exhausted: list[str] = []
+            for seq, mid, ctype, body, sent_ms, attempts, attrs, first in rows:
+                if attempts > max_attempts:
+                    spent.append(seq)
+                    exhausted.append(mid)
+                else:
+                    deliveries.append(
+                        Delivery(
+                            seq,
+                            mid,
+                            ctype,
+                            body,
+                            sent_ms,
+                            attempts,
+                            lease,
+                            attrs=attrs,
+                            first_received_ms=first,
+                        )
+                    )
+            if spent:
+                # Leased to us by the claim, so no one else can touch them meanwhile.
+                async with c.transaction():
+                    await self._dead_letter(c, queue, spent, dead_letter, now_ms)
+        deliveries.sort(key=lambda d: d.seq)
+        return Claimed(deliveries, exhausted)
+
+    async def _claim_fifo(
+        self,
+        queue: QueueRecord,
+        args: tuple[Any, ...],
+        max_attempts: int,
+        dead_letter: DeadLetter,
+        max_batches: int | None,
+    ) -> Claimed:
+        key, now_ms, limit, until_ms, lease, kind, owner = args
+        deliveries: list[Delivery] = []
+        spent: list[int] = []
+        exhausted: list[str] = []
+        groups: set[str] = set()
+        dlq = dead_letter.queue
+        async with self._db("write", queue) as c:
+            if max_batches is None:  # one statement: ocd_fifo_claim takes the lock itself
+                rows = await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner)
+            else:
+                async with c.transaction():
+                    await fifo.lock(c, key)
+                    held = await c.fetchval(sql.PUSH_LEASES_HELD, key, now_ms)
+                    if held >= max_batches:
+                        return Claimed([])
+                    rows = await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner)
+            for row in rows:
+                if row[5] > max_attempts:
+                    spent.append(row[0])
+                    exhausted.append(row[1])
+                    groups.add(row[6])
+                else:
+                    deliveries.append(fifo.delivery(row, lease))
+            if spent:  # leased to us by the claim: no one else touches them meanwhile
+                async with c.transaction():
+                    locks = [key]
+                    if dlq is not None and dlq.fifo and self.catalogue.knows(dlq.key):
+                        locks.append(dlq.key)
+                    await fifo.lock(c, *locks)
+                    await self._dead_letter(c, queue, spent, dead_letter, now_ms)
+                    await fifo.refresh(c, key, groups)
+        return Claimed(deliveries, exhausted)
+
+    async def _settle_fifo(
+        self,
+        queue: QueueRecord,
+        acks: Sequence[int],
+        retries: Sequence[Retry],
+        dead: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> Settled:
+        dlq = dead_letter.queue
+        locks = [queue.key]
+        if dead and dlq is not None and dlq.fifo and self.catalogue.knows(dlq.key):
+            locks.append(dlq.key)
+        retried = moved = deleted = 0
+        if not retries and not dead:  # the common case: one statement, one round trip
+            async with self._db("write", queue) as c:
+                acked = await c.fetchval(
+                    fifo_sql.FIFO_ACK, queue.key, list(acks), random.randrange(SHARDS)
+                )
+            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
+            return Settled(acked, 0, 0, 0)
+        async with self._db("write", queue) as c, c.transaction():
+            await fifo.lock(c, *locks)
+            touched = await fifo.delete(c, queue, acks)
+            acked = len(touched)
+            retries, dead, back, groups = await fifo.hold_back(c, queue, acks, retries, dead)
+            if retries:
+                status = await c.execute(
+                    sql.RETRY, queue.key, [r.seq for r in retries], [r.visible_ms for r in retries]
+                )
+                retried = _rowcount(status)
+            if back:
+                await c.execute(fifo_sql.RELEASE_ANY, queue.key, now_ms, back)
+            moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
+            await fifo.refresh(c, queue.key, groups.union(touched))
+            await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+        if acked or deleted or moved:
+            gone = acked + deleted + moved
+            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - gone)
+        return Settled(acked, retried, moved, deleted)
+
+    async def settle(
+        self,
+        queue: QueueRecord,
+        acks: Sequence[int],
+        retries: Sequence[Retry],
+        dead: Sequence[int],
+        dead_letter: DeadLetter,
+        now_ms: int,
+    ) -> Settled:
+        if queue.fifo:
+            return await self._settle_fifo(queue, acks, retries, dead, dead_letter, now_ms)
+        shard = random.randrange(SHARDS)
+        acked = retried = 0
+        if not retries and not dead:  # the common case: one statement, one round trip
+            async with self._db("write", queue) as c:
+                acked, _ = await c.fetchrow(sql.ACK_AND_NOTIFY, queue.key, list(acks), shard)
+            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
+            return Settled(acked, 0, 0, 0)
+        async with self._db("write", queue) as c, c.transaction():
+            if acks:
+                acked = await c.fetchval(sql.DELETE_SEQS, queue.key, list(acks), shard)
+            if retries:
+                status = await c.execute(
+                    sql.RETRY, queue.key, [r.seq for r in retries], [r.visible_ms for r in retries]
+                )
+                retried = _rowcount(status)
+            # Retried messages may be ready, and a lease is gone: a capped consumer on
+            # another node may start its next batch.
+            await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+            moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
+        if acked:
+            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
+        return Settled(acked, retried, moved, deleted)
+
+    async def release(
+        self,
+        queue: QueueRecord,
+        seqs: Sequence[int],
+        now_ms: int,
+        kind: LeaseKind = LeaseKind.PUSH,
+    ) -> int:
+        async with self._db("write", queue) as c, c.transaction():
+            if queue.fifo:
+                await fifo.lock(c, queue.key)
+            rows = await c.fetch(sql.RELEASE_SEQS, queue.key, now_ms, int(kind), list(seqs))
+            if queue.fifo:
+                await fifo.refresh(c, queue.key, (r[0] for r in rows))
+            await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+        self.catalogue.notify(queue.key)
+        return len(rows)
+
+    async def expire(self, now_ms: int) -> list[Expired]:
+        expired: list[Expired] = []
+        for queue in self.catalogue.queues():
+            cutoff = now_ms - queue.settings.message_retention_period_s * 1000
+            total: int = 0
+            while True:
+                async with self._db("write", queue) as c:
+                    if queue.fifo:
+                        n = await self._expire_fifo(c, queue, cutoff)
+                    else:
+                        n = await c.fetchval(
+                            sql.EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
+                        )
+                total += n
+                if n < CHUNK:
+                    break
+            if total:
+                expired.append(Expired(queue.account, queue.name, total))
+        while True:
+            async with self._db("write") as c:
+                status = await c.execute(fifo_sql.DEDUP_PRUNE, now_ms, CHUNK)
+            if _rowcount(status) < CHUNK:
+                break
+        return expired
+
+    async def _expire_fifo(self, c: asyncpg.Connection, queue: QueueRecord, cutoff: int) -> int:
+        async with c.transaction():
+            await fifo.lock(c, queue.key)
+            rows = await c.fetch(
+                fifo_sql.FIFO_EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
+            )
+            await fifo.refresh(c, queue.key, (r[0] for r in rows))
+        return len(rows)
+
+    async def purge(self, queue: QueueRecord, now_ms: int) -> int:
+        async with self._db("write", queue) as c:
+            last = await c.fetchval(sql.LAST_SEQ, queue.key)
+        total: int = 0
+        while True:
+            async with self._db("write", queue) as c, c.transaction():
+                await self._durable(c)
+                n = await c.fetchval(
+                    sql.PURGE_CHUNK, queue.key, last, CHUNK, random.randrange(SHARDS)
+                )
+            total += n
+            if n < CHUNK:
+                break
+        async with self._db("write", queue) as c, c.transaction():
+            await self._durable(c)
+            if queue.fifo:  # the groups of what was sent since the purge began, and no ids
+                await fifo.lock(c, queue.key)
+                await c.execute(fifo_sql.DEDUP_CLEAR, queue.key)
+                await c.execute(fifo_sql.GROUPS_CLEAR, queue.key)
+                await c.execute(fifo_sql.GROUPS_REBUILD, queue.key)
+            await c.execute(sql.MARK_PURGED, now_ms, queue.key)
+            await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
+        current = self.catalogue.by_key(queue.key)
+        if current is not None:
+            self.catalogue.remember(dataclasses.replace(current, purged_ms=now_ms))
+        return total
+
+    async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
+        async with self._db("read") as c:
+            rows = await c.fetch(sql.PEEK, queue.key, now_ms, limit)
+        return [
+            Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup, attrs)
+            for seq, mid, ct, body, sent, att, grp, fseq, dedup, attrs in rows
+        ]
+
+    async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
+        async with self._db("write", queue) as c, c.transaction():
+            await self._durable(c)
+            return await self._delete(c, queue, seqs)
+
+    async def backlog(self, queue: QueueRecord) -> Backlog:
+        async with self._db("read") as c:
+            count, size, oldest = await c.fetchrow(sql.BACKLOG, queue.key)
+        self.catalogue.set_count(queue.key, int(count))
+        return Backlog(int(count), int(size), oldest or 0)
+
+    async def queue_stats(self, now_ms: int) -> dict[int, NotReady]:
+        out: dict[int, NotReady] = {}
+        async with self._db("read") as c:
+            for q in self.catalogue.queues():
+                not_ready, leased = await c.fetchrow(sql.NOT_READY, q.key, now_ms)
+                out[q.key] = NotReady(not_ready, leased)
+        return out

@@ -163,3 +163,31 @@ class Catalogue:
 
     def watched(self) -> list[int]:
         return list(self._events)
+
+
+class FromCatalogue:
+    """The reads of ``CatalogueReads`` that a backend answers from its ``catalogue`` alone
+    (``lookup`` and ``lookup_by_id`` are the backend's own: they may ask the database)."""
+
+    catalogue: Catalogue
+
+    def queues(self) -> list[QueueRecord]:
+        """Every queue of every account, sorted by (account, name)."""
+        return self.catalogue.queues()
+
+    def queue(self, name: str, account: str = "local") -> QueueRecord | None:
+        return self.catalogue.queue(name, account)
+
+    def queue_by_id(self, queue_id: str) -> QueueRecord | None:
+        return self.catalogue.queue_by_id(queue_id)
+
+    def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None:
+        return self.catalogue.pull_consumer(queue)
+
+    def backlog_count(self, queue: QueueRecord) -> int:
+        return self.catalogue.count(queue.key)
+
+    def watch(self, queue: QueueRecord) -> asyncio.Event:
+        """An event set at the next commit, on any node, that may make messages of
+        ``queue`` ready."""
+        return self.catalogue.watch(queue)

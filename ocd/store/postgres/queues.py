@@ -4,12 +4,12 @@ looked up in the database, and queue and pull-consumer administration.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import secrets
 
 from ocd.errors import QueueNotFound, StoreConflict
 from ocd.store.base import PullConsumer, QueueExtras, QueueRecord, QueueSettings
+from ocd.store.catalogue import FromCatalogue
 from ocd.store.postgres import sql
 from ocd.store.postgres.core import PostgresCore, _rowcount
 from ocd.store.rows import (
@@ -21,20 +21,8 @@ from ocd.store.rows import (
 )
 
 
-class PostgresQueues(PostgresCore):
+class PostgresQueues(FromCatalogue, PostgresCore):
     # ---------------------------------------------------------------- catalogue
-
-    def queues(self) -> list[QueueRecord]:
-        return self.catalogue.queues()
-
-    def queue(self, name: str, account: str = "local") -> QueueRecord | None:
-        return self.catalogue.queue(name, account)
-
-    def queue_by_id(self, queue_id: str) -> QueueRecord | None:
-        return self.catalogue.queue_by_id(queue_id)
-
-    def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None:
-        return self.catalogue.pull_consumer(queue)
 
     async def lookup(self, name: str, account: str = "local") -> QueueRecord | None:
         found = self.catalogue.queue(name, account)
@@ -57,12 +45,6 @@ class PostgresQueues(PostgresCore):
                 self.catalogue.remember(found)
                 self._catalogue_dirty.set()
         return found
-
-    def backlog_count(self, queue: QueueRecord) -> int:
-        return self.catalogue.count(queue.key)
-
-    def watch(self, queue: QueueRecord) -> asyncio.Event:
-        return self.catalogue.watch(queue)
 
     # ---------------------------------------------------------------- administration
 

@@ -3,7 +3,6 @@ read from the shared catalogue, written through the writer."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import secrets
 import sqlite3
@@ -18,6 +17,7 @@ from ocd.store.base import (
     QueueRecord,
     QueueSettings,
 )
+from ocd.store.catalogue import FromCatalogue
 from ocd.store.rows import (
     consumer_settings,
     extras_from_row,
@@ -37,16 +37,7 @@ from ocd.store.sqlite.ops import (
 )
 
 
-class SqliteQueues(SqliteCore):
-    def queue_by_id(self, queue_id: str) -> QueueRecord | None:
-        return self.catalogue.queue_by_id(queue_id)
-
-    def queues(self) -> list[QueueRecord]:
-        return self.catalogue.queues()
-
-    def queue(self, name: str, account: str = "local") -> QueueRecord | None:
-        return self.catalogue.queue(name, account)
-
+class SqliteQueues(FromCatalogue, SqliteCore):
     async def lookup(self, name: str, account: str = "local") -> QueueRecord | None:
         return self.catalogue.queue(name, account)  # one node: the catalogue is the truth
 
@@ -127,9 +118,6 @@ class SqliteQueues(SqliteCore):
         await self._submit(Call(delete))
         self.catalogue.forget(queue)
 
-    def pull_consumer(self, queue: QueueRecord) -> PullConsumer | None:
-        return self.catalogue.pull_consumer(queue)
-
     async def put_pull_consumer(self, queue: QueueRecord, consumer: PullConsumer) -> PullConsumer:
         """Create the queue's pull consumer, or update its settings (id and creation stay)."""
 
@@ -178,10 +166,3 @@ class SqliteQueues(SqliteCore):
                 raise QueueNotFound(queue.name)
 
         await self._submit(Call(put))
-
-    def backlog_count(self, queue: QueueRecord) -> int:
-        return self.catalogue.count(queue.key)
-
-    def watch(self, queue: QueueRecord) -> asyncio.Event:
-        """An event set at the next commit that may make messages of ``queue`` ready."""
-        return self.catalogue.watch(queue)

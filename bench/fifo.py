@@ -19,7 +19,7 @@ from typing import Any
 
 from harness import Bench, Consumer, Setup
 
-from ocd.store import DeadLetter, NewMessage, QueueSettings, Store, make_store
+from ocd.store import Claim, DeadLetter, NewMessage, QueueSettings, Store, make_store
 
 FIFO_GROUPS = 1000
 HOT_FILL_BATCH = 1000
@@ -78,7 +78,7 @@ async def _claim_rate(store: Store, hot: int, others: int) -> dict[str, float]:
         await store.enqueue_fifo(q, _messages("hot", start, min(HOT_FILL_BATCH, hot - start), now))
     fill_s = time.perf_counter() - fill_started
     if hot:  # its head goes out and stays out: the million wait behind it
-        held = await store.claim(q, 1, now, now + 3_600_000, 10, NO_DLQ)
+        held = await store.claim(q, Claim(1, now, now + 3_600_000, 10, NO_DLQ))
         assert len(held.deliveries) == 1
     per_group = others // FIFO_GROUPS
     for g in range(FIFO_GROUPS):
@@ -89,7 +89,7 @@ async def _claim_rate(store: Store, hot: int, others: int) -> dict[str, float]:
     started = time.perf_counter()
     while done < total:
         t = int(time.time() * 1000)
-        c = await store.claim(q, 100, t, t + 60_000, 10, NO_DLQ)
+        c = await store.claim(q, Claim(100, t, t + 60_000, 10, NO_DLQ))
         if not c.deliveries:
             raise RuntimeError(f"claims stalled after {done} of {total} messages")
         assert all(d.group != "hot" for d in c.deliveries)

@@ -46,6 +46,7 @@ from ocd.python_handler import PythonInvoke, QueueCall
 from ocd.store import (
     Backlog,
     CatalogueReads,
+    Claim,
     DeadLetter,
     Delivery,
     Messages,
@@ -223,15 +224,15 @@ class Dispatcher:
         """Claim a batch and start it; whether there was one."""
         p = self.policy
         lease_until = now + int(p.handler_timeout_s * 1000) + LEASE_GRACE_MS
-        claimed = await self.store.claim(
-            q,
-            p.max_batch_size,
-            now,
-            lease_until,
-            p.max_retries + 1,
-            self._dead_letter(),
+        ask = Claim(
+            limit=p.max_batch_size,
+            now_ms=now,
+            lease_until_ms=lease_until,
+            max_attempts=p.max_retries + 1,
+            dead_letter=self._dead_letter(),
             max_batches=p.max_concurrency,  # a limit for the whole deployment
         )
+        claimed = await self.store.claim(q, ask)
         for mid in claimed.exhausted:
             log_dead(q.name, p.dead_letter_queue, mid, p.max_retries + 1)
         if claimed.exhausted and self.metrics is not None:

@@ -25,6 +25,7 @@ from ocd.metrics import Metrics
 from ocd.store import (
     Backlog,
     CatalogueReads,
+    Claim,
     Coordination,
     DeadLetter,
     Delivery,
@@ -167,15 +168,15 @@ class PullService:
                 # deleted or paused while this pull waited: it gets nothing more
                 return Pulled([], [], [], await self.store.backlog(queue))
             now = self.clock()
-            claimed = await self.store.claim(
-                queue,
-                batch_size,
-                now,
-                now + visibility_ms,
-                consumer.max_retries + 1,
-                await self._dead_letter(queue, consumer),
-                LeaseKind.PULL,
+            ask = Claim(
+                limit=batch_size,
+                now_ms=now,
+                lease_until_ms=now + visibility_ms,
+                max_attempts=consumer.max_retries + 1,
+                dead_letter=await self._dead_letter(queue, consumer),
+                kind=LeaseKind.PULL,
             )
+            claimed = await self.store.claim(queue, ask)
             # Committed: from here on nothing may fail this pull, or its messages would stay
             # leased, an attempt spent, with no one holding the lease.
             good = [d for d in claimed.deliveries if d.content_type != "v8"]

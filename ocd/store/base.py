@@ -90,6 +90,7 @@ from ocd.store.values import (
     BrowseCursor,
     Browsed,
     BrowseQuery,
+    Claim,
     Claimed,
     DeadLetter,
     Delivery,
@@ -123,6 +124,7 @@ __all__ = [
     "Browsed",
     "Browsing",
     "CatalogueReads",
+    "Claim",
     "Claimed",
     "Coordination",
     "DeadLetter",
@@ -263,22 +265,12 @@ class Messages(Protocol):
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         """What a dispatcher needs to decide whether a batch should go out now."""
 
-    async def claim(
-        self,
-        queue: QueueRecord,
-        limit: int,
-        now_ms: int,
-        lease_until_ms: int,
-        max_attempts: int,
-        dead_letter: DeadLetter,
-        kind: LeaseKind = LeaseKind.PUSH,
-        max_batches: int | None = None,
-    ) -> Claimed:
-        """Lease up to ``limit`` ready messages, oldest-visible first, until
-        ``lease_until_ms``, counting an attempt on each. Messages whose attempts were
-        already ``max_attempts`` are dead-lettered instead (``Claimed.exhausted``).
+    async def claim(self, queue: QueueRecord, ask: Claim) -> Claimed:
+        """Lease up to ``ask.limit`` ready messages, oldest-visible first, until
+        ``ask.lease_until_ms``, counting an attempt on each. Messages whose attempts were
+        already ``ask.max_attempts`` are dead-lettered instead (``Claimed.exhausted``).
         Concurrent claims, on any nodes, never lease one message twice. With
-        ``max_batches``, claims nothing while that many PUSH leases of the queue are in
+        ``ask.max_batches``, claims nothing while that many PUSH leases of the queue are in
         flight across every node (a consumer's ``max_concurrency``)."""
 
     async def settle(

@@ -142,6 +142,22 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """What a claim asks for: up to ``limit`` ready messages at ``now_ms``, leased until
+    ``lease_until_ms`` under a lease of ``kind``; a message whose attempts were already
+    ``max_attempts`` goes to ``dead_letter`` instead; with ``max_batches``, nothing while
+    that many PUSH leases of the queue are in flight across every node."""
+
+    limit: int
+    now_ms: int
+    lease_until_ms: int
+    max_attempts: int
+    dead_letter: DeadLetter
+    kind: LeaseKind = LeaseKind.PUSH
+    max_batches: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
     deliveries: list[Delivery]
     # Messages found with their attempts already spent (a crash or a lapsed lease used the

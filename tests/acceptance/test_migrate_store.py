@@ -4,7 +4,15 @@ consumers, messages with their ids, delays and attempts, and the key that signs 
 from __future__ import annotations
 
 from ocd.pull import LEASE_SECRET, Signer
-from ocd.store import DeadLetter, LeaseKind, NewMessage, PullConsumer, QueueSettings, SqliteStore
+from ocd.store import (
+    Claim,
+    DeadLetter,
+    LeaseKind,
+    NewMessage,
+    PullConsumer,
+    QueueSettings,
+    SqliteStore,
+)
 from ocd.store.postgres import PostgresStore
 from tests.acceptance.conftest import run_ocd
 
@@ -21,7 +29,9 @@ async def _sqlite_node(data_dir):
     msgs = [NewMessage(f"{i:032x}", "json", b'{"n": %d}' % i, T0 + i, T0 + i) for i in range(5)]
     msgs.append(NewMessage("d" * 32, "text", b"later", T0, T0 + 3_600_000))
     await s.enqueue(q, msgs)
-    [leased] = (await s.claim(q, 1, T0 + 10, T0 + 60_000, 4, NO_DLQ, LeaseKind.PULL)).deliveries
+    [leased] = (
+        await s.claim(q, Claim(1, T0 + 10, T0 + 60_000, 4, NO_DLQ, LeaseKind.PULL))
+    ).deliveries
     lease = Signer(await s.secret(LEASE_SECRET)).issue("lease", q, leased.seq, leased.id, 1)
     await s.close()
     return q, leased, lease
@@ -105,7 +115,7 @@ async def test_migrate_store_keeps_fifo_groups_sequences_and_the_dedup_window(tm
     ]
     _, sent = await s.enqueue_fifo(q, msgs)
     # a's head leased to a pull client (push leases go back when the export opens the file)
-    [head] = (await s.claim(q, 1, T0, T0 + 60_000, 4, NO_DLQ, LeaseKind.PULL)).deliveries
+    [head] = (await s.claim(q, Claim(1, T0, T0 + 60_000, 4, NO_DLQ, LeaseKind.PULL))).deliveries
     await s.close()
     out = run_ocd("migrate-store", "--from", str(tmp_path / "data"), "--to", pg_dsn)
     assert out.returncode == 0, out.stderr
@@ -116,7 +126,7 @@ async def test_migrate_store_keeps_fifo_groups_sequences_and_the_dedup_window(tm
         orders = pg.queue("orders.fifo")
         assert orders.settings.deduplication_scope == "message_group"
         # a's head is still in flight (its lease deadline came along): only b goes out
-        d = (await pg.claim(orders, 10, T0 + 10, T0 + 60_000, 4, NO_DLQ)).deliveries
+        d = (await pg.claim(orders, Claim(10, T0 + 10, T0 + 60_000, 4, NO_DLQ))).deliveries
         assert [(x.group, x.sequence) for x in d] == [
             ("b", sent[3].sequence),
             ("b", sent[4].sequence),
@@ -130,7 +140,7 @@ async def test_migrate_store_keeps_fifo_groups_sequences_and_the_dedup_window(tm
             orders, [NewMessage("f" * 32, "json", b"9", T0 + 10, T0 + 10, "a", "new")]
         )
         assert fresh[0].sequence > sent[-1].sequence
-        after = (await pg.claim(orders, 10, T0 + 60_000, T0 + 90_000, 4, NO_DLQ)).deliveries
+        after = (await pg.claim(orders, Claim(10, T0 + 60_000, T0 + 90_000, 4, NO_DLQ))).deliveries
         assert [x.id for x in after][:3] == [head.id, sent[1].id, sent[2].id]
     finally:
         await pg.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ocd.errors import QueueNotFound
-from ocd.store import BrowseCursor, BrowseQuery, DeadLetter, NewMessage
+from ocd.store import BrowseCursor, BrowseQuery, Claim, DeadLetter, NewMessage
 from tests.store.conftest import T0
 
 NO_DLQ = DeadLetter(None)
@@ -49,7 +49,7 @@ async def test_browse_never_leases_or_counts_attempts(store):
     for _ in range(2):
         rows = await store.browse(q, T0 + 10, BrowseQuery())
         assert [r.attempts for r in rows] == [0, 0, 0]
-    claimed = await store.claim(q, 10, T0 + 10, T0 + 60_000, 5, NO_DLQ)
+    claimed = await store.claim(q, Claim(10, T0 + 10, T0 + 60_000, 5, NO_DLQ))
     assert len(claimed.deliveries) == 3
 
 
@@ -58,7 +58,7 @@ async def test_browse_filters_by_state_attempts_and_time(store):
     await store.enqueue(q, sent(4))  # sent T0..T0+3, ready
     await store.enqueue(q, sent(2, at=T0 + 10, prefix="d", delay_ms=60_000))  # delayed
     now = T0 + 20
-    await store.claim(q, 1, now, now + 60_000, 5, NO_DLQ)  # m0 in flight, 1 attempt
+    await store.claim(q, Claim(1, now, now + 60_000, 5, NO_DLQ))  # m0 in flight, 1 attempt
     ids = lambda rows: [r.id[:2] + r.id[-1] for r in rows]  # noqa: E731
     assert ids(await store.browse(q, now, BrowseQuery(state="ready"))) == ["m01", "m02", "m03"]
     assert ids(await store.browse(q, now, BrowseQuery(state="delayed"))) == ["d00", "d01"]
@@ -97,7 +97,7 @@ async def test_move_messages_redrives_with_attempts_reset_and_counts_kept(store)
     src = await store.ensure_queue("jobs", "local", None, T0)
     dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
     await store.enqueue(dlq, sent(3))
-    c = await store.claim(dlq, 3, T0 + 2, T0 + 3, 5, NO_DLQ)  # attempt 1, lapses at T0+3
+    c = await store.claim(dlq, Claim(3, T0 + 2, T0 + 3, 5, NO_DLQ))  # attempt 1, lapses at T0+3
     seqs = [d.seq for d in c.deliveries]
     moved = await store.move_messages(dlq, src, seqs[:2], T0 + 5)
     assert moved == 2

@@ -12,7 +12,16 @@ import asyncio
 import pytest
 
 from ocd.errors import QueueNotFound, StoreConflict
-from ocd.store import DeadLetter, Expired, LeaseKind, NewMessage, PullConsumer, QueueSettings, Retry
+from ocd.store import (
+    Claim,
+    DeadLetter,
+    Expired,
+    LeaseKind,
+    NewMessage,
+    PullConsumer,
+    QueueSettings,
+    Retry,
+)
 from tests.store.conftest import T0
 
 NO_DLQ = DeadLetter(None)
@@ -33,10 +42,10 @@ async def test_enqueue_counts_backlog_with_oldest(store):
 async def test_claim_hides_messages_until_settled_and_counts_attempt(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(5))
-    c = await store.claim(q, 3, T0, T0 + 60_000, 4, NO_DLQ)
+    c = await store.claim(q, Claim(3, T0, T0 + 60_000, 4, NO_DLQ))
     assert len(c.deliveries) == 3
     assert all(d.attempts == 1 for d in c.deliveries)
-    c2 = await store.claim(q, 10, T0, T0 + 60_000, 4, NO_DLQ)
+    c2 = await store.claim(q, Claim(10, T0, T0 + 60_000, 4, NO_DLQ))
     assert len(c2.deliveries) == 2  # disjoint
     assert not {d.id for d in c.deliveries} & {d.id for d in c2.deliveries}
     r = await store.ready(q, T0, 10)
@@ -47,24 +56,24 @@ async def test_settle_acks_retries_and_dead_letters(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
     await store.enqueue(q, msgs(3))
-    d = (await store.claim(q, 3, T0, T0 + 1000, 4, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(3, T0, T0 + 1000, 4, NO_DLQ))).deliveries
     s = await store.settle(
         q, [d[0].seq], [Retry(d[1].seq, T0 + 5000)], [d[2].seq], DeadLetter(dlq), T0
     )
     assert (s.acked, s.retried, s.dead_lettered, s.deleted) == (1, 1, 1, 0)
     assert (await store.backlog(q)).count == 1
-    moved = (await store.claim(dlq, 10, T0, T0 + 1000, 4, NO_DLQ)).deliveries
+    moved = (await store.claim(dlq, Claim(10, T0, T0 + 1000, 4, NO_DLQ))).deliveries
     assert [m.id for m in moved] == [d[2].id]
     assert moved[0].attempts == 1 and moved[0].sent_ms == T0  # same id and timestamp
     assert (await store.ready(q, T0 + 4999, 10)).count == 0
-    again = (await store.claim(q, 10, T0 + 5000, T0 + 9000, 4, NO_DLQ)).deliveries
+    again = (await store.claim(q, Claim(10, T0 + 5000, T0 + 9000, 4, NO_DLQ))).deliveries
     assert [m.attempts for m in again] == [2]
 
 
 async def test_dead_letter_without_dlq_deletes(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(1))
-    d = (await store.claim(q, 1, T0, T0 + 1000, 1, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(1, T0, T0 + 1000, 1, NO_DLQ))).deliveries
     s = await store.settle(q, [], [], [d[0].seq], NO_DLQ, T0)
     assert s.deleted == 1
     assert (await store.backlog(q)).count == 0
@@ -76,9 +85,9 @@ async def test_claim_dead_letters_messages_whose_attempts_are_spent(store):
     await store.enqueue(q, msgs(1))
     # Two lapsed leases with max_attempts=2: the third claim finds it spent.
     for i in range(2):
-        c = await store.claim(q, 1, T0 + i * 10, T0 + i * 10 + 5, 2, DeadLetter(dlq))
+        c = await store.claim(q, Claim(1, T0 + i * 10, T0 + i * 10 + 5, 2, DeadLetter(dlq)))
         assert c.deliveries[0].attempts == i + 1
-    c = await store.claim(q, 1, T0 + 100, T0 + 200, 2, DeadLetter(dlq))
+    c = await store.claim(q, Claim(1, T0 + 100, T0 + 200, 2, DeadLetter(dlq)))
     assert c.deliveries == [] and len(c.exhausted) == 1
     assert (await store.backlog(dlq)).count == 1
 
@@ -95,9 +104,9 @@ async def test_ready_reports_first_ready_and_next_visible(store):
 async def test_release_returns_messages_without_spending_an_attempt(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(2))
-    d = (await store.claim(q, 2, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(2, T0, T0 + 60_000, 4, NO_DLQ))).deliveries
     assert await store.release(q, [x.seq for x in d], T0 + 1) == 2
-    again = (await store.claim(q, 2, T0 + 1, T0 + 60_000, 4, NO_DLQ)).deliveries
+    again = (await store.claim(q, Claim(2, T0 + 1, T0 + 60_000, 4, NO_DLQ))).deliveries
     assert [x.attempts for x in again] == [1, 1]
 
 
@@ -150,7 +159,7 @@ async def test_a_group_larger_than_one_insert_keeps_every_message_in_send_order(
     batch = msgs(100, prefix="b")
     singles = [msgs(1, prefix=f"s{i:03d}") for i in range(37)]
     await asyncio.gather(store.enqueue(q, batch), *(store.enqueue(q, m) for m in singles))
-    claimed = (await store.claim(q, 200, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    claimed = (await store.claim(q, Claim(200, T0, T0 + 60_000, 4, NO_DLQ))).deliveries
     sent = [m.id for m in batch] + [m[0].id for m in singles]
     assert sorted(d.id for d in claimed) == sorted(sent)
     # seq order is send order: the batch's messages stay in their order within it
@@ -173,7 +182,7 @@ async def test_a_seq_moved_to_the_dlq_is_out_of_reach_of_the_old_queue(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     dlq = await store.ensure_queue("dlq", "local", None, T0)
     await store.enqueue(q, msgs(1))
-    d = (await store.claim(q, 1, T0, T0 + 10, 4, NO_DLQ)).deliveries[0]
+    d = (await store.claim(q, Claim(1, T0, T0 + 10, 4, NO_DLQ))).deliveries[0]
     await store.settle(q, [], [], [d.seq], DeadLetter(dlq), T0)
     s = await store.settle(q, [d.seq], [], [], NO_DLQ, T0)  # a stale ack on the old queue
     assert s.acked == 0
@@ -208,14 +217,14 @@ async def test_state_survives_reopen_and_push_leases_come_back(open_store):
     s = await open_store()
     q = await s.ensure_queue("jobs", "local", QueueSettings(delivery_delay_s=7), T0)
     await s.enqueue(q, msgs(3))
-    await s.claim(q, 2, T0, T0 + 900_000, 4, NO_DLQ)
+    await s.claim(q, Claim(2, T0, T0 + 900_000, 4, NO_DLQ))
     await s.close()
     s2 = await open_store(T0 + 5)
     q2 = s2.queue("jobs")
     assert q2 is not None and q2.settings.delivery_delay_s == 7 and q2.queue_id == q.queue_id
     assert (await s2.backlog(q2)).count == 3
     assert (await s2.ready(q2, T0 + 5, 10)).count == 3  # push leases returned at once
-    d = (await s2.claim(q2, 10, T0 + 5, T0 + 100, 4, NO_DLQ)).deliveries
+    d = (await s2.claim(q2, Claim(10, T0 + 5, T0 + 100, 4, NO_DLQ))).deliveries
     assert sorted(x.attempts for x in d) == [1, 2, 2]  # the held lease's attempt stays spent
 
 
@@ -223,7 +232,7 @@ async def test_pull_leases_survive_a_restart_until_they_lapse(open_store):
     s = await open_store()
     q = await s.ensure_queue("jobs", "local", None, T0)
     await s.enqueue(q, msgs(1))
-    await s.claim(q, 1, T0, T0 + 30_000, 4, NO_DLQ, LeaseKind.PULL)
+    await s.claim(q, Claim(1, T0, T0 + 30_000, 4, NO_DLQ, LeaseKind.PULL))
     await s.close()
     s2 = await open_store(T0 + 5)
     q2 = s2.queue("jobs")
@@ -290,14 +299,16 @@ async def test_a_send_to_a_deleted_queue_is_queue_not_found(store):
 async def test_capped_claims_stop_at_max_batches_in_flight(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(6))
-    first = await store.claim(q, 2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2)
-    second = await store.claim(q, 2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2)
-    third = await store.claim(q, 2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2)
+    first = await store.claim(q, Claim(2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2))
+    second = await store.claim(q, Claim(2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2))
+    third = await store.claim(q, Claim(2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2))
     assert [len(c.deliveries) for c in (first, second, third)] == [2, 2, 0]
     await store.settle(q, [d.seq for d in first.deliveries], [], [], NO_DLQ, T0)
-    assert len((await store.claim(q, 2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2)).deliveries)
+    assert len(
+        (await store.claim(q, Claim(2, T0, T0 + 10_000, 4, NO_DLQ, max_batches=2))).deliveries
+    )
     # a lapsed lease is not in flight any more
-    later = await store.claim(q, 2, T0 + 10_001, T0 + 20_000, 4, NO_DLQ, max_batches=2)
+    later = await store.claim(q, Claim(2, T0 + 10_001, T0 + 20_000, 4, NO_DLQ, max_batches=2))
     assert len(later.deliveries) == 2
 
 
@@ -305,7 +316,7 @@ async def test_concurrent_claims_never_lease_one_message_twice(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(100))
     claims = await asyncio.gather(
-        *(store.claim(q, 7, T0, T0 + 60_000, 4, NO_DLQ) for _ in range(20))
+        *(store.claim(q, Claim(7, T0, T0 + 60_000, 4, NO_DLQ)) for _ in range(20))
     )
     ids = [d.id for c in claims for d in c.deliveries]
     assert len(ids) == len(set(ids)) == 100
@@ -314,17 +325,17 @@ async def test_concurrent_claims_never_lease_one_message_twice(store):
 async def test_retry_keeps_the_attempt_and_release_gives_it_back(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(2))
-    a, b = (await store.claim(q, 2, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    a, b = (await store.claim(q, Claim(2, T0, T0 + 60_000, 4, NO_DLQ))).deliveries
     await store.settle(q, [], [Retry(a.seq, T0 + 10)], [], NO_DLQ, T0)
     await store.release(q, [b.seq], T0)
-    again = (await store.claim(q, 2, T0 + 10, T0 + 60_000, 4, NO_DLQ)).deliveries
+    again = (await store.claim(q, Claim(2, T0 + 10, T0 + 60_000, 4, NO_DLQ))).deliveries
     assert {d.id: d.attempts for d in again} == {a.id: 2, b.id: 1}
 
 
 async def test_release_of_another_kind_of_lease_touches_nothing(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(1))
-    [d] = (await store.claim(q, 1, T0, T0 + 60_000, 4, NO_DLQ, LeaseKind.PULL)).deliveries
+    [d] = (await store.claim(q, Claim(1, T0, T0 + 60_000, 4, NO_DLQ, LeaseKind.PULL))).deliveries
     assert await store.release(q, [d.seq], T0, LeaseKind.PUSH) == 0
     assert (await store.ready(q, T0, 10)).count == 0
 
@@ -333,7 +344,7 @@ async def test_queue_stats_count_not_ready_and_leased(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(3))
     await store.enqueue(q, msgs(2, delay_ms=5000, prefix="d"))
-    await store.claim(q, 1, T0, T0 + 60_000, 4, NO_DLQ)
+    await store.claim(q, Claim(1, T0, T0 + 60_000, 4, NO_DLQ))
     stats = await store.queue_stats(T0)
     assert stats[q.key] == (3, 1)
     assert stats[q.key].not_ready == 3 and stats[q.key].leased == 1
@@ -343,7 +354,7 @@ async def test_backlog_counts_follow_acks_dead_letters_and_purges(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     dlq = await store.ensure_queue("dlq", "local", None, T0)
     await store.enqueue(q, msgs(5, body=b"1234"))
-    d = (await store.claim(q, 3, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(3, T0, T0 + 60_000, 4, NO_DLQ))).deliveries
     await store.settle(q, [d[0].seq], [], [d[1].seq], DeadLetter(dlq), T0)
     assert ((await store.backlog(q)).count, (await store.backlog(q)).bytes) == (3, 12)
     assert ((await store.backlog(dlq)).count, (await store.backlog(dlq)).bytes) == (1, 4)
@@ -355,7 +366,7 @@ async def test_backlog_counts_follow_acks_dead_letters_and_purges(store):
 async def test_watch_fires_on_retry_and_release(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(2))
-    a, b = (await store.claim(q, 2, T0, T0 + 60_000, 4, NO_DLQ)).deliveries
+    a, b = (await store.claim(q, Claim(2, T0, T0 + 60_000, 4, NO_DLQ))).deliveries
     ev = store.watch(q)
     await store.settle(q, [], [Retry(a.seq, T0)], [], NO_DLQ, T0)
     await asyncio.wait_for(ev.wait(), 5)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ocd.errors import StoreFull
-from ocd.store import DeadLetter, LeaseKind, NewMessage, SqliteStore, Store
+from ocd.store import Claim, DeadLetter, LeaseKind, NewMessage, SqliteStore, Store
 from tests.acceptance.disk import CannotMount, small_filesystem
 from tests.store.conftest import T0
 
@@ -58,7 +58,9 @@ async def test_on_a_full_disk_sends_are_refused_without_a_write_and_claims_and_a
         assert store.commits == commits  # refused up front, not tried
         drained = 0
         while True:
-            claimed = await store.claim(q, 50, T0, T0 + 60_000, 5, DeadLetter(None), LeaseKind.PULL)
+            claimed = await store.claim(
+                q, Claim(50, T0, T0 + 60_000, 5, DeadLetter(None), LeaseKind.PULL)
+            )
             if not claimed.deliveries:
                 break
             settled = await store.settle(
@@ -85,7 +87,9 @@ async def test_a_commit_is_reported_committed_even_when_the_bookkeeping_after_it
         q = await store.ensure_queue("jobs", "local", None, T0)
         store.on_commit = broken
         await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])  # does not raise
-        claimed = await store.claim(q, 10, T0, T0 + 60_000, 5, DeadLetter(None), LeaseKind.PULL)
+        claimed = await store.claim(
+            q, Claim(10, T0, T0 + 60_000, 5, DeadLetter(None), LeaseKind.PULL)
+        )
         assert [d.id for d in claimed.deliveries] == ["a"]  # committed, and said so
     finally:
         store.on_commit = None

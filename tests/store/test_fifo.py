@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import asyncio
 
-from ocd.store import DEDUP_WINDOW_MS, DeadLetter, LeaseKind, NewMessage, QueueSettings, Retry
+from ocd.store import (
+    DEDUP_WINDOW_MS,
+    Claim,
+    DeadLetter,
+    LeaseKind,
+    NewMessage,
+    QueueSettings,
+    Retry,
+)
 from tests.store.conftest import T0
 
 NO_DLQ = DeadLetter(None)
@@ -33,14 +41,14 @@ async def fifo_queue(store, name="orders.fifo", **settings):
 async def test_a_group_is_delivered_in_order_and_held_while_in_flight(store):
     q = await fifo_queue(store)
     await store.enqueue(q, [fmsg("a", i) for i in range(3)] + [fmsg("b", 0)])
-    first = (await store.claim(q, 2, T0, T0 + LEASE, 4, NO_DLQ)).deliveries
+    first = (await store.claim(q, Claim(2, T0, T0 + LEASE, 4, NO_DLQ))).deliveries
     assert names(first) == ["a-0", "a-1"]
     # group a is in flight: its third message waits though it is visible; b goes out
-    second = (await store.claim(q, 10, T0, T0 + LEASE, 4, NO_DLQ)).deliveries
+    second = (await store.claim(q, Claim(10, T0, T0 + LEASE, 4, NO_DLQ))).deliveries
     assert names(second) == ["b-0"]
-    assert (await store.claim(q, 10, T0, T0 + LEASE, 4, NO_DLQ)).deliveries == []
+    assert (await store.claim(q, Claim(10, T0, T0 + LEASE, 4, NO_DLQ))).deliveries == []
     await store.settle(q, [d.seq for d in first], [], [], NO_DLQ, T0)
-    third = (await store.claim(q, 10, T0, T0 + LEASE, 4, NO_DLQ)).deliveries
+    third = (await store.claim(q, Claim(10, T0, T0 + LEASE, 4, NO_DLQ))).deliveries
     assert names(third) == ["a-2"]
 
 
@@ -51,11 +59,11 @@ async def test_sequence_numbers_increase_in_send_order_and_survive_redelivery(st
     assert seqs == sorted(seqs) and len(set(seqs)) == 3
     _, more = await store.enqueue_fifo(q, [fmsg("c", 0)])
     assert more[0].sequence > seqs[-1]
-    d = (await store.claim(q, 10, T0, T0 + 1000, 4, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(10, T0, T0 + 1000, 4, NO_DLQ))).deliveries
     by_id = {x.id: x.sequence for x in d}
     assert by_id[sent[0].id] == seqs[0]
     # a lapsed lease: same sequence numbers on redelivery
-    again = (await store.claim(q, 10, T0 + 1000, T0 + 2000, 4, NO_DLQ)).deliveries
+    again = (await store.claim(q, Claim(10, T0 + 1000, T0 + 2000, 4, NO_DLQ))).deliveries
     assert {x.id: x.sequence for x in again} == by_id
     assert all(x.group in ("a", "b", "c") for x in again)
 
@@ -63,15 +71,15 @@ async def test_sequence_numbers_increase_in_send_order_and_survive_redelivery(st
 async def test_a_retried_head_blocks_its_group_and_takes_the_rest_of_its_batch_back(store):
     q = await fifo_queue(store)
     await store.enqueue(q, [fmsg("a", i) for i in range(4)])
-    d = (await store.claim(q, 3, T0, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(3, T0, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(d) == ["a-0", "a-1", "a-2"]
     # a-1 retried with a delay; a-0 acked; a-2 neither: it goes back with a-1, attempt returned
     s = await store.settle(q, [d[0].seq], [Retry(d[1].seq, T0 + 5000)], [], NO_DLQ, T0)
     assert (s.acked, s.retried) == (1, 1)
-    assert (await store.claim(q, 10, T0 + 4999, T0 + LEASE, 5, NO_DLQ)).deliveries == []
+    assert (await store.claim(q, Claim(10, T0 + 4999, T0 + LEASE, 5, NO_DLQ))).deliveries == []
     r = await store.ready(q, T0 + 4999, 10)
     assert r.count == 0 and r.next_visible_ms == T0 + 5000
-    again = (await store.claim(q, 10, T0 + 5000, T0 + LEASE, 5, NO_DLQ)).deliveries
+    again = (await store.claim(q, Claim(10, T0 + 5000, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(again) == ["a-1", "a-2", "a-3"]
     assert [x.attempts for x in again] == [2, 1, 1]
 
@@ -79,9 +87,9 @@ async def test_a_retried_head_blocks_its_group_and_takes_the_rest_of_its_batch_b
 async def test_a_later_message_acked_explicitly_stays_acked_after_an_earlier_retry(store):
     q = await fifo_queue(store)
     await store.enqueue(q, [fmsg("a", i) for i in range(3)])
-    d = (await store.claim(q, 3, T0, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(3, T0, T0 + LEASE, 5, NO_DLQ))).deliveries
     await store.settle(q, [d[2].seq], [Retry(d[0].seq, T0)], [], NO_DLQ, T0)
-    again = (await store.claim(q, 10, T0, T0 + LEASE, 5, NO_DLQ)).deliveries
+    again = (await store.claim(q, Claim(10, T0, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(again) == ["a-0", "a-1"]
     assert [x.attempts for x in again] == [2, 1]
 
@@ -90,13 +98,13 @@ async def test_a_poison_head_dead_letters_and_its_group_moves_on(store):
     q = await fifo_queue(store)
     dlq = await fifo_queue(store, "orders-dlq.fifo")
     await store.enqueue(q, [fmsg("a", i) for i in range(2)])
-    d = (await store.claim(q, 10, T0, T0 + LEASE, 2, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(10, T0, T0 + LEASE, 2, NO_DLQ))).deliveries
     # the head fails for good; a-1 behind it goes back without spending an attempt
     s = await store.settle(q, [], [], [d[0].seq], DeadLetter(dlq), T0)
     assert s.dead_lettered == 1
-    nxt = (await store.claim(q, 10, T0, T0 + LEASE, 2, NO_DLQ)).deliveries
+    nxt = (await store.claim(q, Claim(10, T0, T0 + LEASE, 2, NO_DLQ))).deliveries
     assert names(nxt) == ["a-1"] and nxt[0].attempts == 1
-    moved = (await store.claim(dlq, 10, T0, T0 + LEASE, 2, NO_DLQ)).deliveries
+    moved = (await store.claim(dlq, Claim(10, T0, T0 + LEASE, 2, NO_DLQ))).deliveries
     assert names(moved) == ["a-0"] and moved[0].group == "a" and moved[0].attempts == 1
     assert moved[0].sequence is not None
 
@@ -105,9 +113,9 @@ async def test_exhausted_heads_found_at_claim_dead_letter_and_the_group_continue
     q = await fifo_queue(store)
     dlq = await fifo_queue(store, "orders-dlq.fifo")
     await store.enqueue(q, [fmsg("a", 0)])
-    await store.claim(q, 10, T0, T0 + 1000, 1, NO_DLQ)  # its only attempt, then a crash
+    await store.claim(q, Claim(10, T0, T0 + 1000, 1, NO_DLQ))  # its only attempt, then a crash
     await store.enqueue(q, [fmsg("a", 1, at=T0 + 1)])
-    c = await store.claim(q, 10, T0 + 1000, T0 + 9000, 1, DeadLetter(dlq))
+    c = await store.claim(q, Claim(10, T0 + 1000, T0 + 9000, 1, DeadLetter(dlq)))
     assert len(c.exhausted) == 1
     assert names(c.deliveries) == ["a-1"]
     assert (await store.backlog(dlq)).count == 1
@@ -116,26 +124,28 @@ async def test_exhausted_heads_found_at_claim_dead_letter_and_the_group_continue
 async def test_release_returns_a_group_to_its_head_without_spending_attempts(store):
     q = await fifo_queue(store)
     await store.enqueue(q, [fmsg("a", i) for i in range(2)])
-    d = (await store.claim(q, 10, T0, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(10, T0, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert await store.release(q, [x.seq for x in d], T0) == 2
-    again = (await store.claim(q, 10, T0, T0 + LEASE, 5, NO_DLQ)).deliveries
+    again = (await store.claim(q, Claim(10, T0, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(again) == ["a-0", "a-1"] and [x.attempts for x in again] == [1, 1]
 
 
 async def test_pull_retry_of_the_head_takes_back_the_rest_of_its_lease(store):
     q = await fifo_queue(store)
     await store.enqueue(q, [fmsg("a", i) for i in range(3)])
-    d = (await store.claim(q, 3, T0, T0 + LEASE, 5, NO_DLQ, kind=LeaseKind.PULL)).deliveries
+    d = (await store.claim(q, Claim(3, T0, T0 + LEASE, 5, NO_DLQ, kind=LeaseKind.PULL))).deliveries
     # the client retries the head at once and says nothing of the others
     await store.settle(q, [], [Retry(d[0].seq, T0)], [], NO_DLQ, T0)
-    again = (await store.claim(q, 10, T0, T0 + LEASE, 5, NO_DLQ, kind=LeaseKind.PULL)).deliveries
+    again = (
+        await store.claim(q, Claim(10, T0, T0 + LEASE, 5, NO_DLQ, kind=LeaseKind.PULL))
+    ).deliveries
     assert names(again) == ["a-0", "a-1", "a-2"]
 
 
 async def test_explicit_dedup_ids_store_nothing_within_five_minutes_even_after_ack(store):
     q = await fifo_queue(store)
     _, first = await store.enqueue_fifo(q, [fmsg("a", 0, dedup="order-9")])
-    d = (await store.claim(q, 10, T0, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(10, T0, T0 + LEASE, 5, NO_DLQ))).deliveries
     await store.settle(q, [d[0].seq], [], [], NO_DLQ, T0)
     late = T0 + DEDUP_WINDOW_MS - 1
     b, dup = await store.enqueue_fifo(q, [fmsg("b", 0, at=late, dedup="order-9")])
@@ -174,12 +184,12 @@ async def test_queue_scoped_dedup_refuses_the_same_id_in_another_group(store):
 async def test_purge_clears_messages_groups_and_the_dedup_window(store):
     q = await fifo_queue(store)
     await store.enqueue(q, [fmsg("a", i) for i in range(3)])
-    await store.claim(q, 1, T0, T0 + LEASE, 5, NO_DLQ)
+    await store.claim(q, Claim(1, T0, T0 + LEASE, 5, NO_DLQ))
     await store.purge(q, T0 + 1)
     assert (await store.backlog(q)).count == 0
     _, sent = await store.enqueue_fifo(q, [fmsg("a", 0, at=T0 + 2)])
     assert not sent[0].duplicate
-    d = (await store.claim(q, 10, T0 + 2, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(10, T0 + 2, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(d) == ["a-0"]  # the in-flight message's group is not blocked any more
 
 
@@ -187,14 +197,14 @@ async def test_dedup_window_and_group_order_survive_a_restart(open_store):
     s1 = await open_store()
     q = await fifo_queue(s1)
     await s1.enqueue(q, [fmsg("a", i) for i in range(3)])
-    await s1.claim(q, 2, T0, T0 + LEASE, 5, NO_DLQ)  # in flight when the node goes
+    await s1.claim(q, Claim(2, T0, T0 + LEASE, 5, NO_DLQ))  # in flight when the node goes
     await s1.close()
     s2 = await open_store(T0 + 10)
     q2 = s2.queue("orders.fifo")
     assert q2 is not None
     _, sent = await s2.enqueue_fifo(q2, [fmsg("a", 0, at=T0 + 10)])
     assert sent[0].duplicate
-    d = (await s2.claim(q2, 10, T0 + 10, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d = (await s2.claim(q2, Claim(10, T0 + 10, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(d) == ["a-0", "a-1", "a-2"]  # the head first, never a later one
 
 
@@ -210,17 +220,19 @@ async def test_expired_dedup_ids_are_pruned(store):
 async def test_retention_expiry_unblocks_a_group(store):
     q = await fifo_queue(store, message_retention_period_s=60)
     await store.enqueue(q, [fmsg("a", 0)])
-    await store.claim(q, 10, T0, T0 + 3_600_000, 5, NO_DLQ)
+    await store.claim(q, Claim(10, T0, T0 + 3_600_000, 5, NO_DLQ))
     await store.enqueue(q, [fmsg("a", 1, at=T0 + 30_000)])
     await store.expire(T0 + 61_000)  # the in-flight head is past retention
-    d = (await store.claim(q, 10, T0 + 61_000, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(10, T0 + 61_000, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(d) == ["a-1"]
 
 
 async def test_concurrent_claims_never_hold_one_group_twice(store):
     q = await fifo_queue(store)
     await store.enqueue(q, [fmsg(f"g{g}", i) for g in range(10) for i in range(5)])
-    claims = await asyncio.gather(*(store.claim(q, 3, T0, T0 + LEASE, 5, NO_DLQ) for _ in range(8)))
+    claims = await asyncio.gather(
+        *(store.claim(q, Claim(3, T0, T0 + LEASE, 5, NO_DLQ)) for _ in range(8))
+    )
     held: dict[str, int] = {}
     for c in claims:
         for g in {d.group for d in c.deliveries}:
@@ -234,9 +246,9 @@ async def test_a_deep_group_does_not_hide_the_ready_count_of_others(store):
     await store.enqueue(q, [fmsg("b", 0, at=T0 + 1)])
     r = await store.ready(q, T0 + 1, 100)
     assert r.count == 100 and r.first_ready_ms == T0
-    d = (await store.claim(q, 100, T0 + 1, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d = (await store.claim(q, Claim(100, T0 + 1, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(d) == [f"deep-{i}" for i in range(100)]
-    d2 = (await store.claim(q, 100, T0 + 1, T0 + LEASE, 5, NO_DLQ)).deliveries
+    d2 = (await store.claim(q, Claim(100, T0 + 1, T0 + LEASE, 5, NO_DLQ))).deliveries
     assert names(d2) == ["b-0"]
 
 

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import asyncpg
 
-from ocd.store import DeadLetter, LeaseKind, NewMessage, QueueSettings, Retry, SqliteStore, Store
+from ocd.store import (
+    Claim,
+    DeadLetter,
+    LeaseKind,
+    NewMessage,
+    QueueSettings,
+    Retry,
+    SqliteStore,
+    Store,
+)
 from ocd.store.postgres import PostgresStore
 from ocd.store.postgres import sql as pg_sql
 from ocd.store.sqlite import sql as sqlite_sql
@@ -33,20 +42,24 @@ async def test_the_first_claim_of_any_kind_sets_it_and_later_ones_keep_it(store)
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(3))
     assert [d.first_received_ms for d in await store.peek(q, T0, 10)] == [None] * 3
-    (a,) = (await store.claim(q, 1, T0 + 10, T0 + 1000, 9, NO_DLQ, LeaseKind.PULL)).deliveries
-    (b,) = (await store.claim(q, 1, T0 + 20, T0 + 1000, 9, NO_DLQ, LeaseKind.PUSH)).deliveries
+    (a,) = (
+        await store.claim(q, Claim(1, T0 + 10, T0 + 1000, 9, NO_DLQ, LeaseKind.PULL))
+    ).deliveries
+    (b,) = (
+        await store.claim(q, Claim(1, T0 + 20, T0 + 1000, 9, NO_DLQ, LeaseKind.PUSH))
+    ).deliveries
     assert (a.first_received_ms, b.first_received_ms) == (T0 + 10, T0 + 20)
     # a retry (or a visibility change, which is one) and a release keep it ...
     await store.settle(q, [], [Retry(a.seq, T0 + 30)], [], NO_DLQ, T0 + 25)
     await store.release(q, [b.seq], T0 + 25)
-    again = (await store.claim(q, 10, T0 + 40, T0 + 1000, 9, NO_DLQ)).deliveries
+    again = (await store.claim(q, Claim(10, T0 + 40, T0 + 1000, 9, NO_DLQ))).deliveries
     assert {d.id: (d.attempts, d.first_received_ms) for d in again} == {
         a.id: (2, T0 + 10),
         b.id: (1, T0 + 20),
         msgs(3)[2].id: (1, T0 + 40),
     }
     # ... and so does a lease that lapsed
-    later = (await store.claim(q, 10, T0 + 2000, T0 + 3000, 9, NO_DLQ)).deliveries
+    later = (await store.claim(q, Claim(10, T0 + 2000, T0 + 3000, 9, NO_DLQ))).deliveries
     assert {d.first_received_ms for d in later} == {T0 + 10, T0 + 20, T0 + 40}
 
 
@@ -54,19 +67,19 @@ async def test_a_dead_letter_move_and_a_redrive_start_it_again(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
     await store.enqueue(q, msgs(2))
-    a, b = (await store.claim(q, 2, T0 + 10, T0 + 1000, 9, NO_DLQ)).deliveries
+    a, b = (await store.claim(q, Claim(2, T0 + 10, T0 + 1000, 9, NO_DLQ))).deliveries
     await store.settle(q, [], [], [a.seq], DeadLetter(dlq), T0 + 20)
     # exhausted at claim: moved by the claim that found it spent
-    claimed = await store.claim(q, 1, T0 + 1000, T0 + 2000, 1, DeadLetter(dlq))
+    claimed = await store.claim(q, Claim(1, T0 + 1000, T0 + 2000, 1, DeadLetter(dlq)))
     assert claimed.exhausted == [b.id]
-    got = (await store.claim(dlq, 10, T0 + 3000, T0 + 4000, 9, NO_DLQ)).deliveries
+    got = (await store.claim(dlq, Claim(10, T0 + 3000, T0 + 4000, 9, NO_DLQ))).deliveries
     assert {(d.id, d.attempts, d.first_received_ms) for d in got} == {
         (a.id, 1, T0 + 3000),
         (b.id, 1, T0 + 3000),
     }
     # a redrive back to the source queue starts it again there
     assert await store.move_messages(dlq, q, [d.seq for d in got], T0 + 4000) == 2
-    back = (await store.claim(q, 10, T0 + 5000, T0 + 6000, 9, NO_DLQ)).deliveries
+    back = (await store.claim(q, Claim(10, T0 + 5000, T0 + 6000, 9, NO_DLQ))).deliveries
     assert {d.first_received_ms for d in back} == {T0 + 5000}
 
 
@@ -74,13 +87,13 @@ async def test_a_fifo_claim_sets_and_keeps_it_and_a_dead_letter_move_clears_it(s
     q = await store.ensure_queue("jobs.fifo", "local", QueueSettings(), T0)
     dlq = await store.ensure_queue("jobs-dlq.fifo", "local", QueueSettings(), T0)
     await store.enqueue_fifo(q, msgs(2, group="g"))
-    a, b = (await store.claim(q, 2, T0 + 10, T0 + 1000, 9, NO_DLQ)).deliveries
+    a, b = (await store.claim(q, Claim(2, T0 + 10, T0 + 1000, 9, NO_DLQ))).deliveries
     assert (a.first_received_ms, b.first_received_ms) == (T0 + 10, T0 + 10)
     await store.release(q, [a.seq, b.seq], T0 + 20)
-    a2, b2 = (await store.claim(q, 2, T0 + 30, T0 + 1000, 9, NO_DLQ)).deliveries
+    a2, b2 = (await store.claim(q, Claim(2, T0 + 30, T0 + 1000, 9, NO_DLQ))).deliveries
     assert (a2.id, a2.first_received_ms, b2.first_received_ms) == (a.id, T0 + 10, T0 + 10)
     await store.settle(q, [b2.seq], [], [a2.seq], DeadLetter(dlq), T0 + 40)
-    (moved,) = (await store.claim(dlq, 10, T0 + 50, T0 + 1000, 9, NO_DLQ)).deliveries
+    (moved,) = (await store.claim(dlq, Claim(10, T0 + 50, T0 + 1000, 9, NO_DLQ))).deliveries
     assert (moved.id, moved.first_received_ms) == (a.id, T0 + 50)
 
 
@@ -88,13 +101,13 @@ async def test_it_survives_a_reopen(open_store):
     s = await open_store()
     q = await s.ensure_queue("jobs", "local", None, T0)
     await s.enqueue(q, msgs(1))
-    (d,) = (await s.claim(q, 1, T0 + 10, T0 + 20, 9, NO_DLQ, LeaseKind.PULL)).deliveries
+    (d,) = (await s.claim(q, Claim(1, T0 + 10, T0 + 20, 9, NO_DLQ, LeaseKind.PULL))).deliveries
     assert d.first_received_ms == T0 + 10
     await s.close()
     s2 = await open_store()
     q2 = s2.queue("jobs")
     assert q2 is not None
-    (again,) = (await s2.claim(q2, 1, T0 + 30, T0 + 40, 9, NO_DLQ)).deliveries
+    (again,) = (await s2.claim(q2, Claim(1, T0 + 30, T0 + 40, 9, NO_DLQ))).deliveries
     assert (again.attempts, again.first_received_ms) == (2, T0 + 10)
 
 
@@ -107,14 +120,14 @@ async def _claims_after_migration(s: Store) -> None:
     FIFO message; each claim sets the time from then on."""
     q, fifo = s.queue("jobs"), s.queue("jobs.fifo")
     assert q is not None and fifo is not None
-    got = (await s.claim(q, 10, T0 + 100, T0 + 200, 9, NO_DLQ)).deliveries
+    got = (await s.claim(q, Claim(10, T0 + 100, T0 + 200, 9, NO_DLQ))).deliveries
     assert {(d.id, d.attempts, d.first_received_ms) for d in got} == {
         ("new", 1, T0 + 100),
         ("seen", 2, T0 + 100),
     }
-    (f,) = (await s.claim(fifo, 10, T0 + 100, T0 + 200, 9, NO_DLQ)).deliveries
+    (f,) = (await s.claim(fifo, Claim(10, T0 + 100, T0 + 200, 9, NO_DLQ))).deliveries
     assert (f.id, f.group, f.sequence, f.first_received_ms) == ("f", "g", 1, T0 + 100)
-    again = (await s.claim(q, 10, T0 + 300, T0 + 400, 9, NO_DLQ)).deliveries
+    again = (await s.claim(q, Claim(10, T0 + 300, T0 + 400, 9, NO_DLQ))).deliveries
     assert {d.first_received_ms for d in again} == {T0 + 100}
 
 
@@ -199,7 +212,7 @@ async def test_migrate_store_copies_it(tmp_path: Path, pg_dsn):
     await s.open(T0)
     q = await s.ensure_queue("jobs", "local", None, T0)
     await s.enqueue(q, msgs(2))
-    await s.claim(q, 1, T0 + 10, T0 + 20, 9, NO_DLQ, LeaseKind.PULL)
+    await s.claim(q, Claim(1, T0 + 10, T0 + 20, 9, NO_DLQ, LeaseKind.PULL))
     await s.close()
     await sqlite_to_postgres(tmp_path / "data", pg_dsn, T0 + 30, force=False)
     pg = PostgresStore(pg_dsn)
@@ -207,7 +220,7 @@ async def test_migrate_store_copies_it(tmp_path: Path, pg_dsn):
     try:
         jobs = pg.queue("jobs")
         assert jobs is not None
-        got = (await pg.claim(jobs, 10, T0 + 40, T0 + 50, 9, NO_DLQ)).deliveries
+        got = (await pg.claim(jobs, Claim(10, T0 + 40, T0 + 50, 9, NO_DLQ))).deliveries
         assert sorted((d.attempts, d.first_received_ms) for d in got) == [
             (1, T0 + 40),
             (2, T0 + 10),

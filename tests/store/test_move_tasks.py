@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from ocd.errors import StoreConflict
-from ocd.store import BrowseCursor, BrowseQuery, DeadLetter, MoveTaskRow, NewMessage
+from ocd.store import BrowseCursor, BrowseQuery, Claim, DeadLetter, MoveTaskRow, NewMessage
 from tests.store.conftest import T0
 
 NO_DLQ = DeadLetter(None)
@@ -45,7 +45,7 @@ async def test_a_move_chunk_moves_messages_and_records_progress_and_cursor(store
     assert after.cursor == BrowseCursor(rows[2].sent_ms, rows[2].seq)
     assert after.bound == BrowseCursor(rows[-1].sent_ms, rows[-1].seq)
     assert after.node == store.node_id
-    moved = (await store.claim(src, 10, T0 + 10, T0 + 1000, 5, NO_DLQ)).deliveries
+    moved = (await store.claim(src, Claim(10, T0 + 10, T0 + 1000, 5, NO_DLQ))).deliveries
     assert sorted(d.id for d in moved) == [m.id for m in sent(3)]
     assert all(d.attempts == 1 for d in moved)  # reset by the move, this claim counted
     assert (await store.backlog(dlq)).count == 2

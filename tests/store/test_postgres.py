@@ -19,7 +19,7 @@ import pytest
 
 from ocd.dsn import redact_dsn
 from ocd.errors import QueueNotFound, StoreCorrupt, StoreUnavailable
-from ocd.store import DeadLetter, LeaseKind, NewMessage, QueueSettings
+from ocd.store import Claim, DeadLetter, LeaseKind, NewMessage, QueueSettings
 from ocd.store.postgres import PostgresStore
 from ocd.store.postgres import sql as pg_sql
 from tests import pg
@@ -84,7 +84,7 @@ async def test_claims_from_two_nodes_never_share_a_message(nodes):
     q = await a.create_queue("jobs", "local", QueueSettings(), T0)
     await a.enqueue(q, msgs(300))
     claims = await asyncio.gather(
-        *(s.claim(q, 10, T0, T0 + 60_000, 4, NO_DLQ) for s in (a, b) for _ in range(20))
+        *(s.claim(q, Claim(10, T0, T0 + 60_000, 4, NO_DLQ)) for s in (a, b) for _ in range(20))
     )
     ids = [d.id for c in claims for d in c.deliveries]
     assert len(ids) == len(set(ids)) == 300
@@ -95,7 +95,7 @@ async def test_max_batches_is_a_limit_for_the_whole_deployment(nodes):
     q = await a.create_queue("jobs", "local", QueueSettings(), T0)
     await a.enqueue(q, msgs(10))
     got = await asyncio.gather(
-        *(s.claim(q, 2, T0, T0 + 60_000, 4, NO_DLQ, max_batches=1) for s in (a, b, a, b))
+        *(s.claim(q, Claim(2, T0, T0 + 60_000, 4, NO_DLQ, max_batches=1)) for s in (a, b, a, b))
     )
     assert sorted(len(c.deliveries) for c in got) == [0, 0, 0, 2]
 
@@ -104,7 +104,7 @@ async def test_a_pull_lease_from_one_node_is_acked_on_another(nodes):
     a, b = await nodes(2)
     q = await a.create_queue("jobs", "local", QueueSettings(), T0)
     await a.enqueue(q, msgs(1))
-    [d] = (await a.claim(q, 1, T0, T0 + 30_000, 4, NO_DLQ, LeaseKind.PULL)).deliveries
+    [d] = (await a.claim(q, Claim(1, T0, T0 + 30_000, 4, NO_DLQ, LeaseKind.PULL))).deliveries
     assert await a.secret("lease") == await b.secret("lease")
     settled = await b.settle(q, [d.seq], [], [], NO_DLQ, T0)
     assert settled.acked == 1 and (await a.backlog(q)).count == 0
@@ -113,7 +113,7 @@ async def test_a_pull_lease_from_one_node_is_acked_on_another(nodes):
 _HOLDER = textwrap.dedent(
     """
     import asyncio, sys, time
-    from ocd.store import DeadLetter, NewMessage, QueueSettings
+    from ocd.store import Claim, DeadLetter, NewMessage, QueueSettings
     from ocd.store.postgres import PostgresStore
 
     async def main():
@@ -122,7 +122,7 @@ _HOLDER = textwrap.dedent(
         await s.open(now)
         q = await s.ensure_queue("jobs", "local", None, now)
         await s.enqueue(q, [NewMessage(f"{i:032x}", "json", b"1", now, now) for i in range(3)])
-        c = await s.claim(q, 2, now, now + 900_000, 4, DeadLetter(None))
+        c = await s.claim(q, Claim(2, now, now + 900_000, 4, DeadLetter(None)))
         print(len(c.deliveries), flush=True)
         await asyncio.Event().wait()
 
@@ -150,7 +150,7 @@ async def test_push_leases_of_a_killed_node_come_back_after_its_heartbeat_lapses
         await eventually(ready, timeout=15)
         # long before the 900 s lease would have lapsed
         assert time.monotonic() - started < 60
-        again = (await b.claim(q, 3, int(time.time() * 1000), T0 * 2, 4, NO_DLQ)).deliveries
+        again = (await b.claim(q, Claim(3, int(time.time() * 1000), T0 * 2, 4, NO_DLQ))).deliveries
         assert sorted(d.attempts for d in again) == [1, 2, 2]  # the lost batch's attempt stays
     finally:
         if holder.poll() is None:
@@ -202,7 +202,7 @@ async def test_sends_fail_retryably_while_the_database_is_down_and_recover_by_th
         with pytest.raises(StoreUnavailable):
             await s.enqueue(q, msgs(1, prefix="lost"))
         with pytest.raises(StoreUnavailable):
-            await s.claim(q, 1, T0, T0 + 1000, 4, NO_DLQ)
+            await s.claim(q, Claim(1, T0, T0 + 1000, 4, NO_DLQ))
         assert not s.available()
         await asyncio.to_thread(cluster.start)
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from ocd.errors import SchemaError, StoreError, StoreLockedError
-from ocd.store import DeadLetter, NewMessage, SqliteStore
+from ocd.store import Claim, DeadLetter, NewMessage, SqliteStore
 from ocd.store.sqlite.backup import backup, restore
 
 T0 = 1_800_000_000_000
@@ -23,7 +23,7 @@ async def test_backup_under_load_then_restore(tmp_path):
     q = await live.ensure_queue("jobs", "local", None, T0)
     for i in range(200):
         await live.enqueue(q, one("pre-", i))
-    acked = (await live.claim(q, 50, T0, T0 + 1000, 4, DeadLetter(None))).deliveries
+    acked = (await live.claim(q, Claim(50, T0, T0 + 1000, 4, DeadLetter(None)))).deliveries
     await live.settle(q, [d.seq for d in acked], [], [], DeadLetter(None), T0)
     acked_ids = {d.id for d in acked}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocd.store import DeadLetter, NewMessage, QueueSettings
+from ocd.store import Claim, DeadLetter, NewMessage, QueueSettings
 from tests.store.conftest import T0
 
 NO_DLQ = DeadLetter(None)
@@ -33,10 +33,10 @@ async def test_message_attributes_come_back_with_claims_peeks_and_dead_letter_mo
     dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)
     await store.enqueue(q, with_attrs(3))
     assert [d.attrs for d in await store.peek(q, T0, 10)] == [ATTRS, None, ATTRS]
-    got = (await store.claim(q, 10, T0, T0 + 1000, 5, NO_DLQ)).deliveries
+    got = (await store.claim(q, Claim(10, T0, T0 + 1000, 5, NO_DLQ))).deliveries
     assert [d.attrs for d in got] == [ATTRS, None, ATTRS]
     await store.settle(q, [], [], [got[0].seq], DeadLetter(dlq), T0)
-    (moved,) = (await store.claim(dlq, 10, T0, T0 + 1000, 5, NO_DLQ)).deliveries
+    (moved,) = (await store.claim(dlq, Claim(10, T0, T0 + 1000, 5, NO_DLQ))).deliveries
     assert (moved.id, moved.attrs) == (got[0].id, ATTRS)
     # attributes do not count as backlog bytes
     assert (await store.backlog(q)).bytes == 4
@@ -45,7 +45,7 @@ async def test_message_attributes_come_back_with_claims_peeks_and_dead_letter_mo
 async def test_message_attributes_of_a_fifo_queue_come_back_in_order(store):
     q = await store.ensure_queue("jobs.fifo", "local", QueueSettings(), T0)
     await store.enqueue_fifo(q, with_attrs(4, group="g"))
-    got = (await store.claim(q, 10, T0, T0 + 1000, 5, NO_DLQ)).deliveries
+    got = (await store.claim(q, Claim(10, T0, T0 + 1000, 5, NO_DLQ))).deliveries
     assert [d.attrs for d in got] == [ATTRS, None, ATTRS, None]
     assert [d.attrs for d in await store.peek(q, T0 + 2000, 10)] == [ATTRS, None, ATTRS, None]
 
@@ -58,7 +58,7 @@ async def test_message_attributes_survive_a_reopen(open_store):
     s2 = await open_store()
     q2 = s2.queue("jobs")
     assert q2 is not None
-    (d,) = (await s2.claim(q2, 10, T0, T0 + 1000, 5, NO_DLQ)).deliveries
+    (d,) = (await s2.claim(q2, Claim(10, T0, T0 + 1000, 5, NO_DLQ))).deliveries
     assert d.attrs == ATTRS
 
 
@@ -78,7 +78,7 @@ async def test_migrate_store_copies_message_attributes(tmp_path, pg_dsn):
     try:
         jobs = pg.queue("jobs")
         assert jobs is not None
-        got = (await pg.claim(jobs, 10, T0, T0 + 1000, 5, NO_DLQ)).deliveries
+        got = (await pg.claim(jobs, Claim(10, T0, T0 + 1000, 5, NO_DLQ))).deliveries
         assert [d.attrs for d in got] == [ATTRS, None]
     finally:
         await pg.close()

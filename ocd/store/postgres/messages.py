@@ -17,6 +17,7 @@ import asyncpg
 from ocd.errors import QueueNotFound, StoreError, StoreFull, StoreUnavailable
 from ocd.store.base import (
     Backlog,
+    Claim,
     Claimed,
     DeadLetter,
     Delivery,
@@ -84,17 +85,14 @@ class PostgresMessages(PostgresCore):
             )
         return Ready(count, first, nxt)
 
-    async def claim(
-        self,
-        queue: QueueRecord,
-        limit: int,
-        now_ms: int,
-        lease_until_ms: int,
-        max_attempts: int,
-        dead_letter: DeadLetter,
-        kind: LeaseKind = LeaseKind.PUSH,
-        max_batches: int | None = None,
-    ) -> Claimed:
+    async def claim(self, queue: QueueRecord, ask: Claim) -> Claimed:
+        limit, now_ms, lease_until_ms = ask.limit, ask.now_ms, ask.lease_until_ms
+        max_attempts, dead_letter, kind, max_batches = (
+            ask.max_attempts,
+            ask.dead_letter,
+            ask.kind,
+            ask.max_batches,
+        )
         lease = secrets.randbits(62) + 1
         owner = self.node_id if kind == LeaseKind.PUSH else None
         args = (queue.key, now_ms, limit, lease_until_ms, lease, int(kind), owner)

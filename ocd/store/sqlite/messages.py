@@ -15,6 +15,7 @@ from ocd.errors import (
 )
 from ocd.store.base import (
     Backlog,
+    Claim,
     Claimed,
     DeadLetter,
     Delivery,
@@ -88,17 +89,14 @@ class SqliteMessages(SqliteCore):
             raise translate(e, self.where, "read") from e
         return Ready(count, first, nxt)
 
-    async def claim(
-        self,
-        queue: QueueRecord,
-        limit: int,
-        now_ms: int,
-        lease_until_ms: int,
-        max_attempts: int,
-        dead_letter: DeadLetter,
-        kind: LeaseKind = LeaseKind.PUSH,
-        max_batches: int | None = None,
-    ) -> Claimed:
+    async def claim(self, queue: QueueRecord, ask: Claim) -> Claimed:
+        limit, now_ms, lease_until_ms = ask.limit, ask.now_ms, ask.lease_until_ms
+        max_attempts, dead_letter, kind, max_batches = (
+            ask.max_attempts,
+            ask.dead_letter,
+            ask.kind,
+            ask.max_batches,
+        )
         lease = secrets.randbits(62) + 1
 
         def claim(tx: Tx) -> Claimed:

@@ -47,6 +47,7 @@ from ocd.store.base import (
     Ready,
     Retry,
     Searched,
+    SearchQuery,
     Settled,
     Store,
 )
@@ -140,6 +141,7 @@ __all__ = [
     "QueueSettings",
     "Ready",
     "Retry",
+    "SearchQuery",
     "Searched",
     "Settled",
     "SqliteStore",

@@ -107,6 +107,7 @@ from ocd.store.values import (
     Ready,
     Retry,
     Searched,
+    SearchQuery,
     Settled,
 )
 
@@ -145,6 +146,7 @@ __all__ = [
     "QueueSettings",
     "Ready",
     "Retry",
+    "SearchQuery",
     "Searched",
     "Settled",
     "Store",
@@ -327,22 +329,13 @@ class Browsing(Protocol):
         """One message of the queue by seq (a browse row's), its body cut at ``body_bytes``;
         None if it is gone (or in another queue now)."""
 
-    async def search(
-        self,
-        queue: QueueRecord,
-        now_ms: int,
-        needle: bytes | None,
-        message_id: str | None,
-        scan_limit: int,
-        limit: int,
-        body_bytes: int,
-    ) -> Searched:
-        """Messages among the newest ``scan_limit`` of the queue (and any sent in the same
-        millisecond as the oldest of those) whose body contains
-        ``needle`` (bytes, case-sensitive) and, if given, whose id is ``message_id``; at most
-        ``limit``, newest first. ``scanned`` is how many messages the search window held.
-        Bounded by ``scan_limit`` whatever the queue's size; runs in the database (SQLite:
-        on the read connection's thread), never on the event loop."""
+    async def search(self, queue: QueueRecord, now_ms: int, query: SearchQuery) -> Searched:
+        """Messages among the newest ``query.scan_limit`` of the queue (and any sent in
+        the same millisecond as the oldest of those) whose body contains ``query.needle``
+        (bytes, case-sensitive) and, if given, whose id is ``query.message_id``; at most
+        ``query.limit``, newest first. ``scanned`` is how many messages the search window
+        held. Bounded by ``query.scan_limit`` whatever the queue's size; runs in the
+        database (SQLite: on the read connection's thread), never on the event loop."""
 
 
 class MoveTasks(Protocol):

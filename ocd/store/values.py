@@ -237,6 +237,19 @@ class BrowseQuery:
     body_bytes: int = 200
 
 
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """What a search looks for: messages whose body holds ``needle`` (bytes,
+    case-sensitive) and, if given, whose id is ``message_id``, among the newest
+    ``scan_limit``; at most ``limit``, bodies cut at ``body_bytes``."""
+
+    needle: bytes | None
+    message_id: str | None
+    scan_limit: int
+    limit: int
+    body_bytes: int
+
+
 class Searched(NamedTuple):
     """Matches of a bounded search, newest first, and how many messages it looked at."""
 

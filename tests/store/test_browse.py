@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ocd.errors import QueueNotFound
-from ocd.store import BrowseCursor, BrowseQuery, Claim, DeadLetter, NewMessage
+from ocd.store import BrowseCursor, BrowseQuery, Claim, DeadLetter, NewMessage, SearchQuery
 from tests.store.conftest import T0
 
 NO_DLQ = DeadLetter(None)
@@ -84,12 +84,12 @@ async def test_browse_cuts_bodies_and_message_by_seq_reads_more(store):
 async def test_search_scans_only_the_newest_window(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, sent(10))  # bodies {"n": 0} .. {"n": 9}
-    found = await store.search(q, T0, b'"n": 1', None, 100, 10, 200)
+    found = await store.search(q, T0, SearchQuery(b'"n": 1', None, 100, 10, 200))
     assert [r.id[-1] for r in found.rows] == ["1"] and found.scanned == 10
     # n=1 is the second oldest: outside a window of the newest five
-    bounded = await store.search(q, T0, b'"n": 1', None, 5, 10, 200)
+    bounded = await store.search(q, T0, SearchQuery(b'"n": 1', None, 5, 10, 200))
     assert bounded.rows == [] and bounded.scanned == 5
-    by_id = await store.search(q, T0, None, sent(10)[7].id, 100, 10, 200)
+    by_id = await store.search(q, T0, SearchQuery(None, sent(10)[7].id, 100, 10, 200))
     assert [r.id for r in by_id.rows] == [sent(10)[7].id]
 
 
@@ -122,7 +122,7 @@ async def test_move_messages_to_a_deleted_queue_deletes_nothing(store):
 async def test_search_with_thousands_of_matches_returns_the_newest(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, sent(2_500))  # every body matches b'"n"'
-    found = await store.search(q, T0, b'"n"', None, 100_000, 3, 200)
+    found = await store.search(q, T0, SearchQuery(b'"n"', None, 100_000, 3, 200))
     assert [r.id for r in found.rows] == [m.id for m in sent(2_500)][::-1][:3]
-    few = await store.search(q, T0, b'"n": 2499', None, 100_000, 3, 200)
+    few = await store.search(q, T0, SearchQuery(b'"n": 2499', None, 100_000, 3, 200))
     assert [r.id for r in few.rows] == [sent(2_500)[-1].id]

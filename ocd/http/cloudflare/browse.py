@@ -24,7 +24,7 @@ from ocd.http.cloudflare.envelope import (
     ok,
 )
 from ocd.http.cloudflare.validate import Fields, json_object
-from ocd.store import BROWSE_STATES, BrowseCursor, Browsed, BrowseQuery, QueueRecord
+from ocd.store import BROWSE_STATES, BrowseCursor, Browsed, BrowseQuery, QueueRecord, SearchQuery
 
 MAX_PAGE = 100
 MAX_BODY_BYTES = 65_536  # the most of one body a browse shows
@@ -137,15 +137,14 @@ class BrowseRoutes:
         limit = f.integer("limit", 1, MAX_PAGE, 25)
         body_bytes = f.integer("body_bytes", 0, MAX_BODY_BYTES, PREVIEW_BYTES)
         now = self.ctx.clock()
-        found = await self.ctx.store.search(
-            q,
-            now,
-            text.encode() if text is not None else None,
-            message_id,
-            self.ctx.search_scan_limit,
-            limit,
-            body_bytes,
+        query = SearchQuery(
+            needle=text.encode() if text is not None else None,
+            message_id=message_id,
+            scan_limit=self.ctx.search_scan_limit,
+            limit=limit,
+            body_bytes=body_bytes,
         )
+        found = await self.ctx.store.search(q, now, query)
         return ok(
             {
                 "messages": [browsed_json(r, now) for r in found.rows],

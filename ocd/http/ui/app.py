@@ -22,7 +22,7 @@ from ocd.http.ui.auth import COOKIE, SAFE_METHODS, Gate, Viewer, same_origin
 from ocd.http.ui.live import Hub, stream
 from ocd.http.ui.source import UiSource
 from ocd.http.ui.views import browse_params, environment, message_view, queue_rows, sparkline
-from ocd.store import QueueRecord
+from ocd.store import QueueRecord, SearchQuery
 
 log = logging.getLogger(__name__)
 
@@ -267,10 +267,14 @@ class Dashboard:
         if error:
             rows = []
         elif search:
-            found = await src.store.search(
-                q, now, params["q"].encode() or None, params["id"] or None,
-                src.config.ui.search_scan_limit, query.limit, 800,
-            )  # fmt: skip
+            wanted = SearchQuery(
+                needle=params["q"].encode() or None,
+                message_id=params["id"] or None,
+                scan_limit=src.config.ui.search_scan_limit,
+                limit=query.limit,
+                body_bytes=800,
+            )
+            found = await src.store.search(q, now, wanted)
             rows, scanned = found.rows, found.scanned
         else:
             rows = await src.store.browse(q, now, query)

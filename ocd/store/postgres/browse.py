@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ocd.store.base import Browsed, BrowseQuery, QueueRecord, Searched
+from ocd.store.base import Browsed, BrowseQuery, QueueRecord, Searched, SearchQuery
 from ocd.store.postgres import sql
 from ocd.store.postgres.core import PostgresCore
 
@@ -41,16 +41,9 @@ class PostgresBrowsing(PostgresCore):
             row = await c.fetchrow(sql.MESSAGE_BY_SEQ, queue.key, 0, body_bytes, seq)
         return None if row is None else _browsed(row)
 
-    async def search(
-        self,
-        queue: QueueRecord,
-        now_ms: int,
-        needle: bytes | None,
-        message_id: str | None,
-        scan_limit: int,
-        limit: int,
-        body_bytes: int,
-    ) -> Searched:
+    async def search(self, queue: QueueRecord, now_ms: int, query: SearchQuery) -> Searched:
+        needle, message_id, scan_limit = query.needle, query.message_id, query.scan_limit
+        limit, body_bytes = query.limit, query.body_bytes
         async with self._db("read") as c:
             rows = await c.fetch(
                 sql.SEARCH, queue.key, now_ms, body_bytes, scan_limit, needle, message_id, limit

@@ -11,6 +11,7 @@ from ocd.store.base import (
     BrowseQuery,
     QueueRecord,
     Searched,
+    SearchQuery,
 )
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.core import SqliteCore
@@ -49,16 +50,9 @@ class SqliteBrowsing(SqliteCore):
         rows = await self._browsed(sql.MESSAGE_BY_SEQ, params)
         return rows[0] if rows else None
 
-    async def search(
-        self,
-        queue: QueueRecord,
-        now_ms: int,
-        needle: bytes | None,
-        message_id: str | None,
-        scan_limit: int,
-        limit: int,
-        body_bytes: int,
-    ) -> Searched:
+    async def search(self, queue: QueueRecord, now_ms: int, query: SearchQuery) -> Searched:
+        needle, message_id, scan_limit = query.needle, query.message_id, query.scan_limit
+        limit, body_bytes = query.limit, query.body_bytes
         assert self._r is not None
         try:
             bound = await read_one(

@@ -88,7 +88,10 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         put = ids[i : i + SEND_ROWS]
         conn.execute(sql.dedup_put(len(put)), list(chain.from_iterable(put)))
     conn.execute(sql.FIFO_SET_SEQ, (last, queue.key))
-    conn.executemany(sql.ADD_GROUP, ((queue.key, g, v) for g, v in heads.items()))
+    added = [(queue.key, g, v) for g, v in heads.items()]
+    for i in range(0, len(added), SEND_ROWS):
+        part = added[i : i + SEND_ROWS]
+        conn.execute(sql.add_groups(len(part)), list(chain.from_iterable(part)))
     assert first is not None
     tx.added(queue.key, len(rows), size, first)
     return out

@@ -218,7 +218,11 @@ def insert_fifo(rows: int) -> str:
 
 
 # A group that had no messages starts with its first message as its head.
-ADD_GROUP = "INSERT OR IGNORE INTO fifo_groups (queue, grp, ready_ms) VALUES (?, ?, ?)"
+@functools.cache
+def add_groups(rows: int) -> str:
+    """The rows of groups that had none (a group with messages keeps its row)."""
+    values = ",".join(["(?, ?, ?)"] * rows)
+    return f"INSERT OR IGNORE INTO fifo_groups (queue, grp, ready_ms) VALUES {values}"
 GROUPS_CLEAR = "DELETE FROM fifo_groups WHERE queue = ?"
 
 # The groups whose head is ready, longest-waiting first: a range of fifo_groups_ready.

@@ -100,6 +100,7 @@ def _invalid_action(op: str) -> SqsError:
 class SqsApp:
     def __init__(self, ctx: SqsContext) -> None:
         self.ctx = ctx
+        self._unsigned: sigv4.Caller | None = None  # see _caller
 
     def add_to(self, app: web.Application) -> None:
         for path in ("/", "/{account}/{queue}"):
@@ -173,6 +174,12 @@ class SqsApp:
         return _xml(200, query.reply(op, out, request_id), request_id)
 
     def _caller(self, request: web.Request, body: bytes) -> sigv4.Caller:
+        if (
+            self.ctx.verifier is None
+            and "Authorization" not in request.headers
+            and not request.rel_url.raw_query_string
+        ):
+            return self._unsigned_caller()
         headers: dict[str, list[str]] = {}
         for name, value in request.headers.items():
             headers.setdefault(name.lower(), []).append(value)
@@ -185,6 +192,18 @@ class SqsApp:
         )
         verifier = self.ctx.verifier or sigv4.Verifier({}, False, self.ctx.region)
         return verifier.caller(signed, self.ctx.clock())
+
+    def _unsigned_caller(self) -> sigv4.Caller:
+        """Without accounts, a request with no signature (no Authorization header, no query
+        string to carry one) is always the same caller: worked out once per region, not
+        per request."""
+        region = self.ctx.region
+        found = self._unsigned
+        if found is None or found.default_region != region:
+            unsigned = sigv4.Request("POST", "/", (), {}, b"")
+            found = sigv4.Verifier({}, False, region).caller(unsigned, self.ctx.clock())
+            self._unsigned = found
+        return found
 
     async def _run(
         self, op: str, req: dict[str, Any], request: web.Request, caller: sigv4.Caller

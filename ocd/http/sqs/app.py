@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import uuid
+from json.encoder import encode_basestring_ascii as _quoted  # json.dumps's own, in C
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -39,13 +40,35 @@ _ACTION = re.compile(rb"(?:^|&)Action=([A-Za-z]+)")
 
 
 def _reply(
-    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None
 ) -> web.Response:
     h = {"x-amzn-RequestId": str(uuid.uuid4())}
     h.update(headers or {})
-    return web.Response(
-        status=status, body=json.dumps(body).encode(), content_type=JSON_TYPE, headers=h
-    )
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return web.Response(status=status, body=data, content_type=JSON_TYPE, headers=h)
+
+
+_PLAIN_MESSAGE = ("MessageId", "ReceiptHandle", "MD5OfBody", "Body")
+
+
+def encode(op: str, out: dict[str, Any]) -> bytes:
+    """An action's reply as AWS JSON: ``json.dumps(out)``, byte for byte. A received
+    message with no attributes (the common receive) comes from a template, at a third of
+    what the encoder costs for it."""
+    messages = out.get("Messages") if op == "ReceiveMessage" and len(out) == 1 else None
+    if not messages:
+        return json.dumps(out).encode()
+    parts = []
+    for m in messages:
+        if tuple(m) == _PLAIN_MESSAGE:
+            parts.append(
+                f'{{"MessageId": {_quoted(m["MessageId"])}, '
+                f'"ReceiptHandle": {_quoted(m["ReceiptHandle"])}, '
+                f'"MD5OfBody": {_quoted(m["MD5OfBody"])}, "Body": {_quoted(m["Body"])}}}'
+            )
+        else:
+            parts.append(json.dumps(m))
+    return f'{{"Messages": [{", ".join(parts)}]}}'.encode()
 
 
 # Errors the listener answers for a status alone (a malformed request, a route or method
@@ -139,7 +162,7 @@ class SqsApp:
                 SqsError("InvalidParameterValueException", "The request body is not a JSON object.")
             )
         try:
-            return _reply(200, await self._run(op, req, request, caller))
+            return _reply(200, encode(op, await self._run(op, req, request, caller)))
         except SqsError as e:
             return error_reply(e)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
 
-from ocd.http.sqs.app import encode
+from ocd.http.sqs.app import encode, request_id
 
 
 def _plain(body: str, i: int = 0) -> dict[str, Any]:
@@ -50,3 +51,11 @@ def test_receive_reply_is_json_dumps(out: dict[str, Any]) -> None:
 def test_other_actions() -> None:
     out = {"Successful": [{"Id": "1"}], "Failed": []}
     assert encode("DeleteMessageBatch", out) == json.dumps(out).encode()
+
+
+def test_request_ids_are_version_4_uuids() -> None:
+    ids = {request_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for i in ids:
+        u = uuid.UUID(i)
+        assert (str(u), u.version, u.variant) == (i, 4, uuid.RFC_4122)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import re
-import uuid
 from json.encoder import encode_basestring_ascii as _quoted  # json.dumps's own, in C
 from typing import Any
 from urllib.parse import parse_qsl
@@ -39,10 +39,21 @@ DRAIN_FACTOR = 16  # a body over the limit is read and dropped up to this many l
 _ACTION = re.compile(rb"(?:^|&)Action=([A-Za-z]+)")
 
 
+def request_id() -> str:
+    """A random version-4 UUID for ``x-amzn-RequestId``: it names a request in logs and
+    needs no secrecy, so from ``random`` rather than ``uuid.uuid4``'s os.urandom and UUID
+    object (a third of the cost, on every request)."""
+    h = f"{random.getrandbits(128):032x}"
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = "89ab"  # RFC 4122's variant: the top two bits of that digit are 10
+
+
 def _reply(
     status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None
 ) -> web.Response:
-    h = {"x-amzn-RequestId": str(uuid.uuid4())}
+    h = {"x-amzn-RequestId": request_id()}
     h.update(headers or {})
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     return web.Response(status=status, body=data, content_type=JSON_TYPE, headers=h)
@@ -167,7 +178,7 @@ class SqsApp:
             return error_reply(e)
 
     async def _query(self, request: web.Request) -> web.Response:
-        request_id = str(uuid.uuid4())
+        rid = request_id()
         try:
             raw = await _body(request, "query")
         except _BodyRefused as e:
@@ -176,7 +187,7 @@ class SqsApp:
             m = _ACTION.search(e.head)
             op = request.query.get("Action") or (m.group(1).decode() if m else "")
             err = _too_large(op, request, e.message)
-            return _closing(_xml(err.status, query.error(err, request_id), request_id), e.drained)
+            return _closing(_xml(err.status, query.error(err, rid), rid), e.drained)
         try:
             caller = self._caller(request, raw)
             form = [(k, v) for k, v in request.query.items() if not k.startswith("X-Amz-")]
@@ -193,8 +204,8 @@ class SqsApp:
                 req["QueueUrl"] = f"{base}{request.path}"  # posted to the queue's own URL
             out = await self._run(op, req, request, caller)
         except SqsError as e:
-            return _xml(e.status, query.error(e, request_id), request_id)
-        return _xml(200, query.reply(op, out, request_id), request_id)
+            return _xml(e.status, query.error(e, rid), rid)
+        return _xml(200, query.reply(op, out, rid), rid)
 
     def _caller(self, request: web.Request, body: bytes) -> sigv4.Caller:
         if (

@@ -14,12 +14,14 @@ SQS's JSON, plain text on worker routes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import zlib
 from dataclasses import dataclass
 
 from aiohttp import web
 
 MIB = 1024 * 1024
+_ALREADY_HERE = contextlib.nullcontext()
 SUPPORTED = ("gzip", "x-gzip", "deflate", "identity")
 
 
@@ -136,8 +138,11 @@ async def read_body(request: web.Request, policy: BodyPolicy | None = None) -> b
     inflater = _Inflater(coding[0], limit) if coding else None
     parts: list[bytes] = []
     raw = 0
+    # A small body is usually all there by now: reading it cannot wait, so no timer is armed
+    # (arming and cancelling one costs as much as the read).
+    arrived = request.content.is_eof()
     try:
-        async with asyncio.timeout(policy.timeout_s):
+        async with _ALREADY_HERE if arrived else asyncio.timeout(policy.timeout_s):
             while True:
                 chunk = await request.content.readany()
                 if not chunk:

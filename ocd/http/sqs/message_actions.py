@@ -230,9 +230,29 @@ def _message(
     m: dict[str, Any] = {
         "MessageId": _uuid(d.id),
         "ReceiptHandle": sqs.pull.lease_id(queue, d),
-        "MD5OfBody": md5_hex(body.encode()),
+        # a text body is the stored bytes themselves: no need to encode it again
+        "MD5OfBody": md5_hex(d.body if ctype_attr is None else body.encode()),
         "Body": body,
     }
+    if not (wanted or msg_names):
+        return m  # the common receive: no attribute asked for, none to load or hash
+    user, sent_system = ma.load(d.attrs)
+    if wanted:
+        attrs = {k: v for k, v in _system(d, sender, sent_system).items() if k in wanted}
+        if attrs:
+            m["Attributes"] = attrs
+    if ctype_attr is not None:
+        user[CONTENT_TYPE_ATTRIBUTE] = {"DataType": "String", "StringValue": ctype_attr}
+    # the MD5 covers the attributes returned, not all that were sent (as SQS and the SDKs)
+    mattrs = {k: v for k, v in user.items() if ma.wanted(msg_names, k)}
+    if mattrs:
+        m["MessageAttributes"] = mattrs
+        m["MD5OfMessageAttributes"] = md5_of_attributes(mattrs)
+    return m
+
+
+def _system(d: Delivery, sender: str, sent_system: ma.Attributes) -> dict[str, str]:
+    """Every system attribute the message has, in SQS's order."""
     system = {
         "SenderId": sender,
         "SentTimestamp": str(d.sent_ms),
@@ -246,21 +266,10 @@ def _message(
         system["SequenceNumber"] = f"{d.sequence:020d}"
     if d.dedup is not None:
         system["MessageDeduplicationId"] = d.dedup
-    user, sent_system = ma.load(d.attrs)
     trace = sent_system.get("AWSTraceHeader")
     if trace is not None and "StringValue" in trace:
         system["AWSTraceHeader"] = trace["StringValue"]
-    attrs = {k: v for k, v in system.items() if k in wanted}
-    if attrs:
-        m["Attributes"] = attrs
-    if ctype_attr is not None:
-        user[CONTENT_TYPE_ATTRIBUTE] = {"DataType": "String", "StringValue": ctype_attr}
-    # the MD5 covers the attributes returned, not all that were sent (as SQS and the SDKs)
-    mattrs = {k: v for k, v in user.items() if ma.wanted(msg_names, k)}
-    if mattrs:
-        m["MessageAttributes"] = mattrs
-        m["MD5OfMessageAttributes"] = md5_of_attributes(mattrs)
-    return m
+    return system
 
 
 async def _delete(sqs: SqsContext, queue: QueueRecord, handles: list[str]) -> dict[str, str]:

@@ -223,6 +223,8 @@ def add_groups(rows: int) -> str:
     """The rows of groups that had none (a group with messages keeps its row)."""
     values = ",".join(["(?, ?, ?)"] * rows)
     return f"INSERT OR IGNORE INTO fifo_groups (queue, grp, ready_ms) VALUES {values}"
+
+
 GROUPS_CLEAR = "DELETE FROM fifo_groups WHERE queue = ?"
 
 # The groups whose head is ready, longest-waiting first: a range of fifo_groups_ready.

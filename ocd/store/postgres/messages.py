@@ -86,18 +86,13 @@ class PostgresMessages(PostgresCore):
         return Ready(count, first, nxt)
 
     async def claim(self, queue: QueueRecord, ask: Claim) -> Claimed:
-        limit, now_ms, lease_until_ms = ask.limit, ask.now_ms, ask.lease_until_ms
-        max_attempts, dead_letter, kind, max_batches = (
-            ask.max_attempts,
-            ask.dead_letter,
-            ask.kind,
-            ask.max_batches,
-        )
         lease = secrets.randbits(62) + 1
-        owner = self.node_id if kind == LeaseKind.PUSH else None
-        args = (queue.key, now_ms, limit, lease_until_ms, lease, int(kind), owner)
+        owner = self.node_id if ask.kind == LeaseKind.PUSH else None
+        args = (queue.key, ask.now_ms, ask.limit, ask.lease_until_ms, lease, int(ask.kind), owner)
         try:
-            return await self._claim(queue, args, max_attempts, dead_letter, max_batches)
+            return await self._claim(
+                queue, args, ask.max_attempts, ask.dead_letter, ask.max_batches
+            )
         except StoreUnavailable:
             if owner is not None:  # it may have committed before the connection went
                 self._doubtful.add(lease)

@@ -90,41 +90,32 @@ class SqliteMessages(SqliteCore):
         return Ready(count, first, nxt)
 
     async def claim(self, queue: QueueRecord, ask: Claim) -> Claimed:
-        limit, now_ms, lease_until_ms = ask.limit, ask.now_ms, ask.lease_until_ms
-        max_attempts, dead_letter, kind, max_batches = (
-            ask.max_attempts,
-            ask.dead_letter,
-            ask.kind,
-            ask.max_batches,
-        )
         lease = secrets.randbits(62) + 1
 
         def claim(tx: Tx) -> Claimed:
-            if max_batches is not None:
-                (held,) = fetch_one(tx.conn, sql.PUSH_LEASES_HELD, (queue.key, now_ms))
-                if held >= max_batches:
+            if ask.max_batches is not None:
+                (held,) = fetch_one(tx.conn, sql.PUSH_LEASES_HELD, (queue.key, ask.now_ms))
+                if held >= ask.max_batches:
                     return Claimed([])
             if queue.fifo:
-                return self._claim_fifo(
-                    tx, queue, limit, now_ms, lease_until_ms, lease, kind, max_attempts, dead_letter
-                )
+                return self._claim_fifo(tx, queue, ask, lease)
             rows = fetch_all(
                 tx.conn,
                 sql.CLAIM,
                 {
                     "q": queue.key,
-                    "now": now_ms,
-                    "n": limit,
-                    "until": lease_until_ms,
+                    "now": ask.now_ms,
+                    "n": ask.limit,
+                    "until": ask.lease_until_ms,
                     "lease": lease,
-                    "kind": int(kind),
+                    "kind": int(ask.kind),
                 },
             )
             deliveries: list[Delivery] = []
             spent: list[int] = []
             exhausted: list[str] = []
             for seq, mid, ctype, body, sent_ms, attempts, attrs, first in rows:
-                if attempts > max_attempts:
+                if attempts > ask.max_attempts:
                     spent.append(seq)
                     exhausted.append(mid)
                 else:
@@ -142,38 +133,30 @@ class SqliteMessages(SqliteCore):
                         )
                     )
             if spent:
-                removal.dead_letter(self.catalogue, tx, queue, spent, dead_letter, now_ms)
+                removal.dead_letter(self.catalogue, tx, queue, spent, ask.dead_letter, ask.now_ms)
             deliveries.sort(key=lambda d: d.seq)
             return Claimed(deliveries, exhausted)
 
-        result: Claimed = await self._submit(Call(claim, durable=False, most_rows=limit))
+        result: Claimed = await self._submit(Call(claim, durable=False, most_rows=ask.limit))
         return result
 
-    def _claim_fifo(
-        self,
-        tx: Tx,
-        queue: QueueRecord,
-        limit: int,
-        now_ms: int,
-        until_ms: int,
-        lease: int,
-        kind: LeaseKind,
-        max_attempts: int,
-        dead_letter: DeadLetter,
-    ) -> Claimed:
+    def _claim_fifo(self, tx: Tx, queue: QueueRecord, ask: Claim, lease: int) -> Claimed:
         deliveries: list[Delivery] = []
         spent: list[int] = []
         exhausted: list[str] = []
         groups: set[str] = set()
-        for row in fifo.claim(tx, queue, limit, now_ms, until_ms, lease, int(kind)):
-            if row[5] > max_attempts:
+        rows = fifo.claim(
+            tx, queue, ask.limit, ask.now_ms, ask.lease_until_ms, lease, int(ask.kind)
+        )
+        for row in rows:
+            if row[5] > ask.max_attempts:
                 spent.append(row[0])
                 exhausted.append(row[1])
                 groups.add(row[6])
             else:
                 deliveries.append(fifo.delivery(row, lease))
         if spent:
-            removal.dead_letter(self.catalogue, tx, queue, spent, dead_letter, now_ms)
+            removal.dead_letter(self.catalogue, tx, queue, spent, ask.dead_letter, ask.now_ms)
             fifo.refresh(tx, queue.key, groups)
         return Claimed(deliveries, exhausted)
 

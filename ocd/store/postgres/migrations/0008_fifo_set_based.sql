@@ -25,7 +25,7 @@ LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
   gs text[];
-  m record;
+  r record;
   picked bigint[] := '{}';
   taken text[] := '{}';
   stale text[] := '{}';
@@ -33,9 +33,7 @@ DECLARE
   k integer := 0;
   pos integer := 1;
   cnt integer;
-  cur integer;
-  stopped boolean;
-  i integer;
+  j integer;
 BEGIN
   PERFORM pg_advisory_xact_lock(1868784675, q::integer);  -- FIFO_LOCK, for the transaction
   SELECT array_agg(o.grp ORDER BY o.ready_ms) INTO gs FROM (
@@ -48,52 +46,27 @@ BEGIN
       cnt := least(cardinality(gs) - pos + 1,
                    greatest(1, ceil((n - k)::numeric / greatest(1, k / (pos - 1)))::integer));
     END IF;
-    cur := 0;
-    run := '{}';
-    stopped := false;
-    FOR m IN SELECT a.i, x.seq, x.visible_ms
+    -- each asked group's next messages, in order (none: its row is stale)
+    FOR r IN SELECT a.g, array_agg(x.seq ORDER BY x.fseq) AS seqs,
+                    array_agg(x.visible_ms ORDER BY x.fseq) AS vis
              FROM unnest(gs[pos:pos + cnt - 1]) WITH ORDINALITY AS a (g, i)
-             CROSS JOIN LATERAL (
+             LEFT JOIN LATERAL (
                SELECT y.seq, y.visible_ms, y.fseq FROM ocd_messages y
-               WHERE y.queue = q AND y.grp = a.g ORDER BY y.fseq LIMIT n - k) AS x
-             ORDER BY a.i, x.fseq LOOP
-      IF m.i <> cur THEN
-        IF cur > 0 THEN
-          IF cardinality(run) = 0 THEN
-            stale := stale || gs[pos + cur - 1];
-          ELSIF k < n THEN
-            picked := picked || run[1:n - k];
-            k := k + least(cardinality(run), n - k);
-            taken := taken || gs[pos + cur - 1];
-          END IF;
-        END IF;
-        -- groups the statement returned nothing for are empty: their rows are stale
-        FOR i IN cur + 1 .. m.i - 1 LOOP
-          stale := stale || gs[pos + i - 1];
-        END LOOP;
-        cur := m.i;
-        run := '{}';
-        stopped := false;
-      END IF;
-      IF NOT stopped THEN
-        IF m.visible_ms > now_ms THEN
-          stopped := true;
-        ELSE
-          run := run || m.seq;
-        END IF;
-      END IF;
-    END LOOP;
-    IF cur > 0 THEN
+               WHERE y.queue = q AND y.grp = a.g ORDER BY y.fseq LIMIT n - k) AS x ON true
+             GROUP BY a.i, a.g ORDER BY a.i LOOP
+      run := '{}';
+      j := 1;
+      WHILE r.seqs[j] IS NOT NULL AND r.vis[j] <= now_ms LOOP
+        run := run || r.seqs[j];
+        j := j + 1;
+      END LOOP;
       IF cardinality(run) = 0 THEN
-        stale := stale || gs[pos + cur - 1];
+        stale := stale || r.g;
       ELSIF k < n THEN
         picked := picked || run[1:n - k];
         k := k + least(cardinality(run), n - k);
-        taken := taken || gs[pos + cur - 1];
+        taken := taken || r.g;
       END IF;
-    END IF;
-    FOR i IN cur + 1 .. cnt LOOP
-      stale := stale || gs[pos + i - 1];
     END LOOP;
     pos := pos + cnt;
   END LOOP;

@@ -12,6 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from ocd.clock import Clock, wall_ms
 from ocd.store.base import (
+    Browsing,
+    CatalogueReads,
+    Coordination,
+    Lifecycle,
+    Messages,
+    MoveTasks,
+    QueueAdmin,
+    Store,
+)
+from ocd.store.values import (
     BROWSE_STATES,
     CATALOGUE_FRESH_S,
     DEDUP_WINDOW_MS,
@@ -23,24 +33,17 @@ from ocd.store.base import (
     BrowseCursor,
     Browsed,
     BrowseQuery,
-    Browsing,
-    CatalogueReads,
     Claim,
     Claimed,
-    Coordination,
     DeadLetter,
     Delivery,
     Expired,
     FifoSent,
     LeaseKind,
-    Lifecycle,
-    Messages,
     MoveTaskRow,
-    MoveTasks,
     NewMessage,
     NotReady,
     PullConsumer,
-    QueueAdmin,
     QueueExtras,
     QueueRecord,
     QueueSettings,
@@ -49,7 +52,6 @@ from ocd.store.base import (
     Searched,
     SearchQuery,
     Settled,
-    Store,
 )
 
 if TYPE_CHECKING:

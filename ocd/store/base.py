@@ -79,13 +79,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ocd.store.values import (
-    BROWSE_STATES,
-    CATALOGUE_FRESH_S,
-    DEDUP_WINDOW_MS,
-    FIFO_SUFFIX,
     MOVE_ACTIVE,
-    MOVE_FINISHED,
-    MOVE_TASK_KEPT_MS,
     Backlog,
     BrowseCursor,
     Browsed,
@@ -110,47 +104,6 @@ from ocd.store.values import (
     SearchQuery,
     Settled,
 )
-
-__all__ = [
-    "BROWSE_STATES",
-    "CATALOGUE_FRESH_S",
-    "DEDUP_WINDOW_MS",
-    "FIFO_SUFFIX",
-    "MOVE_ACTIVE",
-    "MOVE_FINISHED",
-    "MOVE_TASK_KEPT_MS",
-    "Backlog",
-    "BrowseCursor",
-    "BrowseQuery",
-    "Browsed",
-    "Browsing",
-    "CatalogueReads",
-    "Claim",
-    "Claimed",
-    "Coordination",
-    "DeadLetter",
-    "Delivery",
-    "Expired",
-    "FifoSent",
-    "LeaseKind",
-    "Lifecycle",
-    "Messages",
-    "MoveTaskRow",
-    "MoveTasks",
-    "NewMessage",
-    "NotReady",
-    "PullConsumer",
-    "QueueAdmin",
-    "QueueExtras",
-    "QueueRecord",
-    "QueueSettings",
-    "Ready",
-    "Retry",
-    "SearchQuery",
-    "Searched",
-    "Settled",
-    "Store",
-]
 
 
 class Lifecycle(Protocol):

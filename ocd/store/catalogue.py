@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 
-from ocd.store.base import Backlog, PullConsumer, QueueRecord
+from ocd.store.values import Backlog, PullConsumer, QueueRecord
 
 
 class Catalogue:

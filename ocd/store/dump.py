@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ocd.store.base import PullConsumer, QueueExtras, QueueRecord
+from ocd.store.values import PullConsumer, QueueExtras, QueueRecord
 
 
 class StoredMessage(NamedTuple):

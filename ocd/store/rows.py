@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ocd.store.base import (
+from ocd.store.values import (
     BrowseCursor,
     MoveTaskRow,
     PullConsumer,

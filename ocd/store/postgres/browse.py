@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ocd.store.base import Browsed, BrowseQuery, QueueRecord, Searched, SearchQuery
 from ocd.store.postgres import sql
 from ocd.store.postgres.core import PostgresCore
+from ocd.store.values import Browsed, BrowseQuery, QueueRecord, Searched, SearchQuery
 
 
 class PostgresBrowsing(PostgresCore):

@@ -43,13 +43,13 @@ from ocd.errors import (
     StoreFull,
     StoreUnavailable,
 )
-from ocd.store.base import CATALOGUE_FRESH_S, Backlog, DeadLetter, QueueRecord
 from ocd.store.catalogue import Catalogue
 from ocd.store.postgres import fifo, mark, sql
 from ocd.store.postgres.errors import is_driver_error, translate, translating
 from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
 from ocd.store.rows import consumer_from_row, queue_from_row
+from ocd.store.values import CATALOGUE_FRESH_S, Backlog, DeadLetter, QueueRecord
 
 log = logging.getLogger(__name__)
 

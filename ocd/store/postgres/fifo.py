@@ -17,8 +17,8 @@ from typing import Any
 import asyncpg
 
 from ocd.errors import QueueNotFound
-from ocd.store.base import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
 from ocd.store.postgres import fifo_sql, sql
+from ocd.store.values import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
 
 SHARDS = 8
 

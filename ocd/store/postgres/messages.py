@@ -15,7 +15,10 @@ from typing import Any
 import asyncpg
 
 from ocd.errors import QueueNotFound, StoreError, StoreFull, StoreUnavailable
-from ocd.store.base import (
+from ocd.store.postgres import fifo, fifo_sql, sql
+from ocd.store.postgres.core import PostgresCore, _rowcount
+from ocd.store.postgres.writer import SHARDS
+from ocd.store.values import (
     Backlog,
     Claim,
     Claimed,
@@ -31,9 +34,6 @@ from ocd.store.base import (
     Retry,
     Settled,
 )
-from ocd.store.postgres import fifo, fifo_sql, sql
-from ocd.store.postgres.core import PostgresCore, _rowcount
-from ocd.store.postgres.writer import SHARDS
 
 CHUNK = 5000  # rows per retention or purge statement
 

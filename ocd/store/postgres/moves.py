@@ -10,7 +10,10 @@ from collections.abc import Sequence
 import asyncpg
 
 from ocd.errors import QueueNotFound, StoreConflict
-from ocd.store.base import (
+from ocd.store.postgres import fifo, fifo_sql, sql
+from ocd.store.postgres.core import PostgresCore
+from ocd.store.rows import move_task_from_row, move_task_row
+from ocd.store.values import (
     MOVE_ACTIVE,
     MOVE_FINISHED,
     MOVE_TASK_KEPT_MS,
@@ -19,9 +22,6 @@ from ocd.store.base import (
     MoveTaskRow,
     QueueRecord,
 )
-from ocd.store.postgres import fifo, fifo_sql, sql
-from ocd.store.postgres.core import PostgresCore
-from ocd.store.rows import move_task_from_row, move_task_row
 
 
 class PostgresMoves(PostgresCore):

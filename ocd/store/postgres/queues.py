@@ -8,7 +8,6 @@ import dataclasses
 import secrets
 
 from ocd.errors import QueueNotFound, StoreConflict
-from ocd.store.base import PullConsumer, QueueExtras, QueueRecord, QueueSettings
 from ocd.store.catalogue import FromCatalogue
 from ocd.store.postgres import sql
 from ocd.store.postgres.core import PostgresCore, _rowcount
@@ -19,6 +18,7 @@ from ocd.store.rows import (
     queue_from_row,
     settings_row,
 )
+from ocd.store.values import PullConsumer, QueueExtras, QueueRecord, QueueSettings
 
 
 class PostgresQueues(FromCatalogue, PostgresCore):

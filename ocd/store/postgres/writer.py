@@ -21,9 +21,9 @@ from typing import Any
 import asyncpg
 
 from ocd.errors import OcdError, QueueNotFound, StoreConflict, StoreError, StoreUnavailable
-from ocd.store.base import Backlog, FifoSent, NewMessage, QueueRecord
 from ocd.store.postgres import fifo, sql
 from ocd.store.postgres.errors import is_driver_error, translate
+from ocd.store.values import Backlog, FifoSent, NewMessage, QueueRecord
 
 log = logging.getLogger(__name__)
 

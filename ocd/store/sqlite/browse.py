@@ -6,13 +6,6 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from ocd.store.base import (
-    Browsed,
-    BrowseQuery,
-    QueueRecord,
-    Searched,
-    SearchQuery,
-)
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
@@ -20,6 +13,7 @@ from ocd.store.sqlite.ops import (
     read_all,
     read_one,
 )
+from ocd.store.values import Browsed, BrowseQuery, QueueRecord, Searched, SearchQuery
 
 SEARCH_MATCH_CAP = 2_000  # past this many matches a search walks down from the newest
 

@@ -24,9 +24,6 @@ from ocd.errors import (
     StoreFull,
     StoreUnavailable,
 )
-from ocd.store.base import (
-    LeaseKind,
-)
 from ocd.store.catalogue import Catalogue
 from ocd.store.rows import (
     consumer_from_row,
@@ -38,6 +35,7 @@ from ocd.store.sqlite.mark import Mark, MarkFile, mark_path
 from ocd.store.sqlite.ops import Op, Tx, fetch_all, fetch_one
 from ocd.store.sqlite.space import DEFAULT_RESERVE_BYTES, Space, full_advice
 from ocd.store.sqlite.writer import Writer
+from ocd.store.values import LeaseKind
 
 log = logging.getLogger(__name__)
 

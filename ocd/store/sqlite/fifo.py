@@ -15,9 +15,9 @@ from itertools import chain
 from typing import Any
 
 from ocd.errors import QueueNotFound
-from ocd.store.base import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.ops import IN_CHUNK, Tx, chunks, fetch_all, fetch_one, marks
+from ocd.store.values import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
 
 # The messages of one lease behind a retried one lie within this many of its group (a batch
 # is at most 100 messages, taken consecutively from the head).

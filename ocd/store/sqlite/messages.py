@@ -13,7 +13,21 @@ from ocd.errors import (
     StoreError,
     StoreFull,
 )
-from ocd.store.base import (
+from ocd.store.sqlite import fifo, removal, sql
+from ocd.store.sqlite.core import SqliteCore
+from ocd.store.sqlite.errors import translate
+from ocd.store.sqlite.ops import (
+    Call,
+    Enqueue,
+    Tx,
+    chunks,
+    fetch_all,
+    fetch_one,
+    marks,
+    read_all,
+    read_one,
+)
+from ocd.store.values import (
     Backlog,
     Claim,
     Claimed,
@@ -28,20 +42,6 @@ from ocd.store.base import (
     Ready,
     Retry,
     Settled,
-)
-from ocd.store.sqlite import fifo, removal, sql
-from ocd.store.sqlite.core import SqliteCore
-from ocd.store.sqlite.errors import translate
-from ocd.store.sqlite.ops import (
-    Call,
-    Enqueue,
-    Tx,
-    chunks,
-    fetch_all,
-    fetch_one,
-    marks,
-    read_all,
-    read_one,
 )
 
 log = logging.getLogger(__name__)

@@ -10,15 +10,6 @@ from ocd.errors import (
     QueueNotFound,
     StoreConflict,
 )
-from ocd.store.base import (
-    MOVE_ACTIVE,
-    MOVE_FINISHED,
-    MOVE_TASK_KEPT_MS,
-    BrowseCursor,
-    DeadLetter,
-    MoveTaskRow,
-    QueueRecord,
-)
 from ocd.store.rows import (
     move_task_from_row,
     move_task_row,
@@ -34,6 +25,15 @@ from ocd.store.sqlite.ops import (
     marks,
     read_all,
     read_one,
+)
+from ocd.store.values import (
+    MOVE_ACTIVE,
+    MOVE_FINISHED,
+    MOVE_TASK_KEPT_MS,
+    BrowseCursor,
+    DeadLetter,
+    MoveTaskRow,
+    QueueRecord,
 )
 
 

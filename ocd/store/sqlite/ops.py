@@ -12,8 +12,8 @@ from typing import Any
 
 import aiosqlite
 
-from ocd.store.base import NewMessage, QueueRecord
 from ocd.store.sqlite import sql
+from ocd.store.values import NewMessage, QueueRecord
 
 IN_CHUNK = 500  # parameters per "seq IN (...)" statement
 INSERT_ROWS = 32  # messages per INSERT statement (8 parameters each)

@@ -11,12 +11,6 @@ from ocd.errors import (
     QueueNotFound,
     StoreConflict,
 )
-from ocd.store.base import (
-    PullConsumer,
-    QueueExtras,
-    QueueRecord,
-    QueueSettings,
-)
 from ocd.store.catalogue import FromCatalogue
 from ocd.store.rows import (
     consumer_settings,
@@ -35,6 +29,7 @@ from ocd.store.sqlite.ops import (
     fetch_one,
     read_all,
 )
+from ocd.store.values import PullConsumer, QueueExtras, QueueRecord, QueueSettings
 
 
 class SqliteQueues(FromCatalogue, SqliteCore):

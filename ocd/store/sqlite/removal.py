@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ocd.store.base import DeadLetter, QueueRecord
 from ocd.store.catalogue import Catalogue
 from ocd.store.sqlite import fifo, sql
 from ocd.store.sqlite.ops import Tx, chunks, fetch_all, marks
+from ocd.store.values import DeadLetter, QueueRecord
 
 
 def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | None = None) -> int:

@@ -4,10 +4,12 @@ the same columns, and a consumer's settings as one JSON text."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from ocd.store.values import (
     BrowseCursor,
+    Delivery,
     MoveTaskRow,
     PullConsumer,
     QueueExtras,
@@ -22,6 +24,37 @@ def queue_from_row(row: Any) -> QueueRecord:
     key, account, name, qid, created, modified, delay, retention, paused, purged, cbd, scope = row
     settings = QueueSettings(delay, retention, bool(paused), bool(cbd), scope)
     return QueueRecord(key, account, name, qid, created, modified, settings, purged)
+
+
+def claimed(
+    rows: Iterable[Any], lease: int, max_attempts: int
+) -> tuple[list[Delivery], list[int], list[str]]:
+    """A standard queue's claimed rows (seq, id, content_type, body, sent_ms, attempts,
+    attrs, first_received_ms) -> the deliveries in seq order, and the seqs and ids of those
+    whose attempts were already spent (for the dead-letter queue)."""
+    deliveries: list[Delivery] = []
+    spent: list[int] = []
+    exhausted: list[str] = []
+    for seq, mid, ctype, body, sent_ms, attempts, attrs, first in rows:
+        if attempts > max_attempts:
+            spent.append(seq)
+            exhausted.append(mid)
+        else:
+            deliveries.append(
+                Delivery(
+                    seq, mid, ctype, body, sent_ms, attempts, lease,
+                    attrs=attrs, first_received_ms=first,
+                )
+            )  # fmt: skip
+    deliveries.sort(key=lambda d: d.seq)
+    return deliveries, spent, exhausted
+
+
+def fifo_delivery(row: Any, lease: int) -> Delivery:
+    """A FIFO queue's claimed row (seq, id, content_type, body, sent_ms, attempts, grp,
+    fseq, dedup, attrs, first_received_ms) -> its Delivery."""
+    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs, first = row
+    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs, first)
 
 
 def extras_row(extras: QueueExtras) -> tuple[str | None, str | None]:

@@ -18,7 +18,7 @@ import asyncpg
 
 from ocd.errors import QueueNotFound
 from ocd.store.postgres import fifo_sql, sql
-from ocd.store.values import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
+from ocd.store.values import DEDUP_WINDOW_MS, FifoSent, NewMessage, QueueRecord, Retry
 
 SHARDS = 8
 
@@ -112,11 +112,6 @@ async def claim(
         fifo_sql.FIFO_CLAIM, queue.key, now_ms, limit, until_ms, lease, kind, owner
     )
     return rows
-
-
-def delivery(row: Any, lease: int) -> Delivery:
-    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs, first = row
-    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs, first)
 
 
 async def refresh(c: asyncpg.Connection, key: int, groups: Iterable[str | None]) -> None:

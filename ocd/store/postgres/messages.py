@@ -18,6 +18,7 @@ from ocd.errors import QueueNotFound, StoreError, StoreFull, StoreUnavailable
 from ocd.store.postgres import fifo, fifo_sql, sql
 from ocd.store.postgres.core import PostgresCore, _rowcount
 from ocd.store.postgres.writer import SHARDS
+from ocd.store.rows import claimed, fifo_delivery
 from ocd.store.values import (
     Backlog,
     Claim,
@@ -121,32 +122,11 @@ class PostgresMessages(PostgresCore):
                     if held >= max_batches:
                         return Claimed([])
                     rows = await c.fetch(sql.CLAIM, *args)
-            deliveries: list[Delivery] = []
-            spent: list[int] = []
-            exhausted: list[str] = []
-            for seq, mid, ctype, body, sent_ms, attempts, attrs, first in rows:
-                if attempts > max_attempts:
-                    spent.append(seq)
-                    exhausted.append(mid)
-                else:
-                    deliveries.append(
-                        Delivery(
-                            seq,
-                            mid,
-                            ctype,
-                            body,
-                            sent_ms,
-                            attempts,
-                            lease,
-                            attrs=attrs,
-                            first_received_ms=first,
-                        )
-                    )
+            deliveries, spent, exhausted = claimed(rows, lease, max_attempts)
             if spent:
                 # Leased to us by the claim, so no one else can touch them meanwhile.
                 async with c.transaction():
                     await self._dead_letter(c, queue, spent, dead_letter, now_ms)
-        deliveries.sort(key=lambda d: d.seq)
         return Claimed(deliveries, exhausted)
 
     async def _claim_fifo(
@@ -179,7 +159,7 @@ class PostgresMessages(PostgresCore):
                     exhausted.append(row[1])
                     groups.add(row[6])
                 else:
-                    deliveries.append(fifo.delivery(row, lease))
+                    deliveries.append(fifo_delivery(row, lease))
             if spent:  # leased to us by the claim: no one else touches them meanwhile
                 async with c.transaction():
                     locks = [key]

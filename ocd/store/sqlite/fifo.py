@@ -17,7 +17,7 @@ from typing import Any
 from ocd.errors import QueueNotFound
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.ops import IN_CHUNK, Tx, chunks, fetch_all, fetch_one, marks
-from ocd.store.values import DEDUP_WINDOW_MS, Delivery, FifoSent, NewMessage, QueueRecord, Retry
+from ocd.store.values import DEDUP_WINDOW_MS, FifoSent, NewMessage, QueueRecord, Retry
 
 # The messages of one lease behind a retried one lie within this many of its group (a batch
 # is at most 100 messages, taken consecutively from the head).
@@ -172,11 +172,6 @@ def claim(
     order = {seq: i for i, seq in enumerate(picked)}
     rows.sort(key=lambda r: order[r[0]])
     return rows
-
-
-def delivery(row: tuple[Any, ...], lease: int) -> Delivery:
-    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs, first = row
-    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs, first)
 
 
 def hold_back(

@@ -13,6 +13,7 @@ from ocd.errors import (
     StoreError,
     StoreFull,
 )
+from ocd.store.rows import claimed, fifo_delivery
 from ocd.store.sqlite import fifo, removal, sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
@@ -111,30 +112,9 @@ class SqliteMessages(SqliteCore):
                     "kind": int(ask.kind),
                 },
             )
-            deliveries: list[Delivery] = []
-            spent: list[int] = []
-            exhausted: list[str] = []
-            for seq, mid, ctype, body, sent_ms, attempts, attrs, first in rows:
-                if attempts > ask.max_attempts:
-                    spent.append(seq)
-                    exhausted.append(mid)
-                else:
-                    deliveries.append(
-                        Delivery(
-                            seq,
-                            mid,
-                            ctype,
-                            body,
-                            sent_ms,
-                            attempts,
-                            lease,
-                            attrs=attrs,
-                            first_received_ms=first,
-                        )
-                    )
+            deliveries, spent, exhausted = claimed(rows, lease, ask.max_attempts)
             if spent:
                 removal.dead_letter(self.catalogue, tx, queue, spent, ask.dead_letter, ask.now_ms)
-            deliveries.sort(key=lambda d: d.seq)
             return Claimed(deliveries, exhausted)
 
         result: Claimed = await self._submit(Call(claim, durable=False, most_rows=ask.limit))
@@ -154,7 +134,7 @@ class SqliteMessages(SqliteCore):
                 exhausted.append(row[1])
                 groups.add(row[6])
             else:
-                deliveries.append(fifo.delivery(row, lease))
+                deliveries.append(fifo_delivery(row, lease))
         if spent:
             removal.dead_letter(self.catalogue, tx, queue, spent, ask.dead_letter, ask.now_ms)
             fifo.refresh(tx, queue.key, groups)

@@ -121,6 +121,10 @@ class Catalogue:
         c = self._counts.setdefault(key, [0, 0])
         c[0] = max(count, 0)
 
+    def took(self, key: int, count: int) -> None:
+        """``count`` messages of the queue are gone (acked, moved, expired): never below 0."""
+        self.set_count(key, self.count(key) - count)
+
     def add(self, key: int, count: int, size: int) -> None:
         c = self._counts.setdefault(key, [0, 0])
         c[0] += count

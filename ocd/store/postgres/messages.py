@@ -189,7 +189,7 @@ class PostgresMessages(PostgresCore):
                 acked = await c.fetchval(
                     fifo_sql.FIFO_ACK, queue.key, list(acks), random.randrange(SHARDS)
                 )
-            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
+            self.catalogue.took(queue.key, acked)
             return Settled(acked, 0, 0, 0)
         async with self._db("write", queue) as c, c.transaction():
             await fifo.lock(c, *locks)
@@ -208,7 +208,7 @@ class PostgresMessages(PostgresCore):
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
         if acked or deleted or moved:
             gone = acked + deleted + moved
-            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - gone)
+            self.catalogue.took(queue.key, gone)
         return Settled(acked, retried, moved, deleted)
 
     async def settle(
@@ -227,7 +227,7 @@ class PostgresMessages(PostgresCore):
         if not retries and not dead:  # the common case: one statement, one round trip
             async with self._db("write", queue) as c:
                 acked, _ = await c.fetchrow(sql.ACK_AND_NOTIFY, queue.key, list(acks), shard)
-            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
+            self.catalogue.took(queue.key, acked)
             return Settled(acked, 0, 0, 0)
         async with self._db("write", queue) as c, c.transaction():
             if acks:
@@ -242,7 +242,7 @@ class PostgresMessages(PostgresCore):
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
             moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
         if acked:
-            self.catalogue.set_count(queue.key, self.catalogue.count(queue.key) - acked)
+            self.catalogue.took(queue.key, acked)
         return Settled(acked, retried, moved, deleted)
 
     async def release(

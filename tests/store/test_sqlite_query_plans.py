@@ -65,7 +65,7 @@ def test_oldest_is_a_min_over_the_sent_index(con):
 FIFO = {
     "READY_FIFO": (sql.READY_FIFO, {"q": 1, "now": 5, "n": 10}),
     "READY_GROUPS": (sql.READY_GROUPS, (1, 5, 10)),
-    "group_runs": (sql.group_runs(3), (1, 10, "a", -1, "b", -1, "c", 7)),
+    "group_runs": (sql.group_runs(3), (1, 10, "a", "b", "c")),
     "refresh_groups (drop)": (sql.refresh_groups(2)[0], (1, "a", "b")),
     "refresh_groups (put)": (sql.refresh_groups(2)[1], (1, "a", "b")),
     "set_groups": (sql.set_groups(2), (1, 9, "a", "b")),

@@ -137,9 +137,7 @@ def claim(
         per_group = len(picked) / pos if pos else left
         ask = groups[pos : pos + max(1, -(-left // max(1, int(per_group))))]
         pos += len(ask)
-        params: list[Any] = [queue.key, left]
-        for g in ask:
-            params += (g, -1)
+        params: list[Any] = [queue.key, left, *ask]
         runs: list[list[int]] = [[] for _ in ask]
         stopped: set[int] = set()
         for i, seq, visible_ms, _fseq in fetch_all(conn, sql.group_runs(len(ask)), params):

@@ -235,15 +235,14 @@ SELECT grp FROM fifo_groups WHERE queue = ? AND ready_ms <= ? ORDER BY ready_ms 
 
 @functools.cache
 def group_runs(groups: int) -> str:
-    """The next messages of ``groups`` groups in one statement: per group (numbered in the
-    statement, so the rows say whose they are) a range of messages_group after a sequence
-    number, at most ``?2`` of them. Parameters: queue, the most per group, then each
-    group's name and the sequence number its run goes on after."""
+    """The first messages of ``groups`` groups in one statement: per group (numbered in the
+    statement, so the rows say whose they are) a range of messages_group from its head, at
+    most ``?2`` of them. Parameters: queue, the most per group, then the groups."""
     one = (
         "SELECT * FROM (SELECT {i}, seq, visible_ms, fseq FROM messages "
-        "WHERE queue = ?1 AND grp = ?{g} AND fseq > ?{a} ORDER BY fseq LIMIT ?2)"
+        "WHERE queue = ?1 AND grp = ?{g} ORDER BY fseq LIMIT ?2)"
     )
-    parts = (one.format(i=i, g=3 + 2 * i, a=4 + 2 * i) for i in range(groups))
+    parts = (one.format(i=i, g=3 + i) for i in range(groups))
     return " UNION ALL ".join(parts) + " ORDER BY 1, 4"
 
 

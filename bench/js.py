@@ -114,13 +114,17 @@ class Server:
 
     def cpu_s(self) -> float:
         """CPU of the process and its children still running (workerd under ocd or node)."""
+        return sum(self.cpu_parts().values())
+
+    def cpu_parts(self) -> dict[str, float]:
+        """CPU of the process (``main``) and of its children still running (``children``:
+        workerd under ocd, workerd under node)."""
         assert self.proc is not None
-        pids = [self.proc.pid, *_children(self.proc.pid)]
-        total = 0.0
-        for pid in pids:
+        parts = {"main": 0.0, "children": 0.0}
+        for pid in [self.proc.pid, *_children(self.proc.pid)]:
             with contextlib.suppress(OSError):
-                total += process_cpu_s(pid)
-        return total
+                parts["main" if pid == self.proc.pid else "children"] += process_cpu_s(pid)
+        return parts
 
     async def __aexit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -282,16 +286,18 @@ async def _e2e_one(server: Server, total: int) -> dict[str, Any]:
         await _produce(s, base, 2_000, False, 4)  # warm-up, the same for every system
         await _consumed(s, base, 2_000, 120)
         await _get(s, f"{base}/reset")
-        cpu0 = server.cpu_s()
+        parts0 = server.cpu_parts()
         started = time.perf_counter()
         send_s = await _produce(s, base, total, False, 4, window=WINDOW)
         await _consumed(s, base, total, 60 + total / 200)
         wall = time.perf_counter() - started
-        cpu = server.cpu_s() - cpu0
+        parts = {k: v - parts0[k] for k, v in server.cpu_parts().items()}
     return {
         "msg_s": round(total / wall),
         "send_msg_s": round(total / send_s),
-        "cpu_us_per_msg": round(cpu / total * 1e6, 1),
+        "cpu_us_per_msg": round(sum(parts.values()) / total * 1e6, 1),
+        # the main process (ocd's daemon, workerd, node) and its children (workerd)
+        "cpu_us_per_msg_by_process": {k: round(v / total * 1e6, 1) for k, v in parts.items()},
     }
 
 

@@ -48,10 +48,10 @@ class Model:
         return out
 
 
-async def fill(store, rng: random.Random, n_groups: int):
-    """A FIFO queue of ``n_groups`` groups of random depths, sent interleaved; every message
-    visible at a time of its own (so that the groups' order is one), one in six of them
-    delayed past ``NOW``."""
+async def fill(store, rng: random.Random, n_groups: int, interleaved: bool = True):
+    """A FIFO queue of ``n_groups`` groups of random depths, sent interleaved (or one group
+    after another); every message visible at a time of its own (so that the groups' order
+    is one), one in six of them delayed past ``NOW``."""
     q = await store.ensure_queue("walk.fifo", "local", QueueSettings(), T0)
     model = Model()
     depths = [rng.choice((1, 1, 2, 3, 5, 8, 20, 60)) for _ in range(n_groups)]
@@ -62,7 +62,8 @@ async def fill(store, rng: random.Random, n_groups: int):
             later = 50_000 if k and rng.random() < 1 / 6 else 0
             mid = f"{gi:04d}-{k:03d}".ljust(32, "0")
             msgs.append(NewMessage(mid, "json", b"1", T0, T0 + next(times) + later, f"g{gi}", mid))
-    rng.shuffle(msgs)  # groups interleaved in sequence order, as sends from many producers
+    if interleaved:  # groups interleaved in sequence order, as sends from many producers
+        rng.shuffle(msgs)
     for m in msgs:  # a group's order is the order sent
         model.groups.setdefault(m.group or "", []).append((m.id, m.visible_ms))
     for i in range(0, len(msgs), 100):
@@ -70,10 +71,11 @@ async def fill(store, rng: random.Random, n_groups: int):
     return q, model
 
 
+@pytest.mark.parametrize("interleaved", [True, False], ids=["interleaved", "group-by-group"])
 @pytest.mark.parametrize("seed", range(6))
-async def test_every_batch_is_the_walk_over_the_groups(store, seed):
+async def test_every_batch_is_the_walk_over_the_groups(store, seed, interleaved):
     rng = random.Random(seed)
-    q, model = await fill(store, rng, n_groups=rng.choice((3, 40, 250)))
+    q, model = await fill(store, rng, rng.choice((3, 40, 250)), interleaved)
     now = NOW
     # some groups are in flight already: their heads are leased by an earlier claim
     first = await store.claim(q, Claim(7, now, now + LEASE, 10, NO_DLQ))

@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +328,34 @@ async def js_e2e(bench: Bench, quick: bool, run: int) -> dict[str, Any]:
                 out[name] = await _e2e_one(server, total)
         out["vs_workerd_builtin"] = round(out["ocd"]["msg_s"] / out["workerd_builtin"]["msg_s"], 2)
         out["vs_miniflare"] = round(out["ocd"]["msg_s"] / out["miniflare"]["msg_s"], 2)
+        return out
+
+
+async def js_pg_e2e(
+    bench: Bench,
+    quick: bool,
+    run: int,
+    database: Callable[[str], contextlib.AbstractContextManager[str | None]],
+) -> dict[str, Any]:
+    """``js_e2e``'s load on ocd with its PostgreSQL store against workerd's built-in queues,
+    alternating which goes first. ``database(label)`` gives a fresh database's DSN. The
+    CPU figures leave out the PostgreSQL server's."""
+    total = E2E_QUICK if quick else E2E_TOTAL
+    async with _peers_or_skip():
+        out: dict[str, Any] = {"messages": total}
+        order = ["ocd_postgres", "workerd_builtin"]
+        if run % 2 == 0:
+            order.reverse()
+        for name in order:
+            with bench.workdir(f"js-pg-{name}") as work:
+                if name == "workerd_builtin":
+                    out[name] = await _e2e_one(workerd_builtin(work), total)
+                    continue
+                with database(f"js_pg_e2e_{run}") as dsn:
+                    out[name] = await _e2e_one(ocd_server(work, 100, 1, dsn), total)
+        out["vs_workerd_builtin"] = round(
+            out["ocd_postgres"]["msg_s"] / out["workerd_builtin"]["msg_s"], 2
+        )
         return out
 
 

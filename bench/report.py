@@ -47,12 +47,14 @@ METRICS = (
     Metric("js_e2e", "js_e2e", ("ocd", "msg_s"), "msg/s"),
     Metric("js_e2e_workerd_builtin", "js_e2e", ("workerd_builtin", "msg_s"), "msg/s"),
     Metric("js_e2e_miniflare", "js_e2e", ("miniflare", "msg_s"), "msg/s"),
-    Metric("js_e2e_vs_workerd_builtin", "js_e2e", ("vs_workerd_builtin",), "", (">=", 1.5)),
-    Metric("js_e2e_vs_miniflare", "js_e2e", ("vs_miniflare",), "", (">=", 1.5)),
+    Metric("js_e2e_vs_workerd_builtin", "js_e2e", ("vs_workerd_builtin",), "", (">=", 2.0)),
+    Metric("js_e2e_vs_miniflare", "js_e2e", ("vs_miniflare",), "", (">=", 2.0)),
     Metric("js_e2e_cpu_us", "js_e2e", ("ocd", "cpu_us_per_msg"), "us/msg"),
     Metric(
         "js_e2e_workerd_builtin_cpu_us", "js_e2e", ("workerd_builtin", "cpu_us_per_msg"), "us/msg"
     ),
+    Metric("js_pg_e2e", "js_pg_e2e", ("ocd_postgres", "msg_s"), "msg/s"),
+    Metric("js_pg_e2e_vs_workerd_builtin", "js_pg_e2e", ("vs_workerd_builtin",), "", (">=", 1.0)),
     Metric("js_single_send", "js_single_send", ("ocd", "send_msg_s"), "msg/s"),
     Metric(
         "js_single_send_workerd_builtin",
@@ -282,6 +284,7 @@ def summary_line(metrics: dict[str, Any], skipped: dict[str, str] | None = None)
         show("js_e2e", "js_e2e", ".0f", " msg/s"),
         show("js_e2e_vs_workerd_builtin", "js_vs_workerd_builtin", ".2f"),
         show("js_e2e_vs_miniflare", "js_vs_miniflare", ".2f"),
+        show("js_pg_e2e_vs_workerd_builtin", "js_pg_vs_workerd_builtin", ".2f"),
         show("js_single_send_vs_workerd_builtin", "js_single_vs_workerd_builtin", ".1f"),
         "js_latency " + show("js_latency_p50", "p50", ".0f", " ms"),
         show("js_latency_p99", "p99", ".0f", " ms"),

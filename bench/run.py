@@ -451,6 +451,13 @@ async def js_e2e(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
     return await js.js_e2e(bench, sizes is QUICK, run)
 
 
+async def js_pg_e2e(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    pg_of(bench)  # Skipped without a PostgreSQL server
+    return await js.js_pg_e2e(
+        bench, sizes is QUICK, run, lambda label: store(bench, label, postgres=True)
+    )
+
+
 async def js_single_send(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
     return await js.js_single_send(bench, sizes is QUICK, run)
 
@@ -481,6 +488,7 @@ SCENARIOS: dict[str, Scenario] = {
     "sqs_raw": sqs_raw,
     "sqs_idle_polls": sqs_idle_polls,
     "js_e2e": js_e2e,
+    "js_pg_e2e": js_pg_e2e,
     "js_single_send": js_single_send,
     "js_latency": js_latency,
 }

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
+
+from ocd.store.values import Retry
 
 
 class Marks(Protocol):
@@ -77,6 +79,39 @@ def hold_back(
 def exhausted(attempts: int, max_retries: int) -> bool:
     """A retried message that has had ``max_retries + 1`` deliveries is done for."""
     return attempts >= max_retries + 1
+
+
+class Held(Protocol):
+    """A message under a lease, as its holder knows it: a push delivery or a pull's
+    checked lease id."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+H = TypeVar("H", bound=Held)
+
+
+@dataclass(frozen=True, slots=True)
+class Spent(Generic[H]):
+    retries: list[Retry]  # made ready again at their time
+    dead: list[H]  # out of attempts: to the dead-letter queue, or deleted
+
+
+def spend(retries: Iterable[tuple[H, int]], max_retries: int, now_ms: int) -> Spent[H]:
+    """The one lease-holder rule, for push and pull alike: each retried ``(message, delay
+    in seconds)`` comes back ``delay`` from ``now_ms``, unless it has had its
+    ``max_retries + 1`` deliveries; then it is dead."""
+    again: list[Retry] = []
+    dead: list[H] = []
+    for m, delay_s in retries:
+        if exhausted(m.attempts, max_retries):
+            dead.append(m)
+        else:
+            again.append(Retry(m.seq, now_ms + delay_s * 1000))
+    return Spent(again, dead)
 
 
 def send_delay(message_delay: int | None, batch_delay: int | None, queue_delay: int) -> int:

@@ -21,8 +21,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from ocd import deadletters
 from ocd.clock import Clock, wall_ms
-from ocd.decide import exhausted
+from ocd.deadletters import Dead
+from ocd.decide import spend
 from ocd.errors import StoreError, StoreFull, StoreUnavailable
 from ocd.metrics import Metrics
 from ocd.pipeline import (
@@ -39,7 +41,6 @@ from ocd.pipeline import (
     Route,
     Settlement,
     deliver,
-    log_dead,
 )
 from ocd.producer import metrics_dict
 from ocd.python_handler import PythonInvoke, QueueCall
@@ -51,7 +52,6 @@ from ocd.store import (
     Delivery,
     Messages,
     QueueRecord,
-    Retry,
     Settled,
 )
 
@@ -233,10 +233,12 @@ class Dispatcher:
             max_batches=p.max_concurrency,  # a limit for the whole deployment
         )
         claimed = await self.store.claim(q, ask)
-        for mid in claimed.exhausted:
-            log_dead(q.name, p.dead_letter_queue, mid, p.max_retries + 1)
-        if claimed.exhausted and self.metrics is not None:
-            self.metrics.dead_lettered.labels(q.account, q.name).inc(len(claimed.exhausted))
+        deadletters.tell(
+            self.metrics,
+            q,
+            p.dead_letter_queue,
+            (Dead(mid, ask.max_attempts) for mid in claimed.exhausted),
+        )
         if not claimed.deliveries:
             return bool(claimed.exhausted)
         task = asyncio.create_task(
@@ -350,7 +352,6 @@ class Dispatcher:
         labels = (q.account, q.name)
         m.acked.labels(*labels).inc(r.acked)
         m.retried.labels(*labels).inc(r.retried)
-        m.dead_lettered.labels(*labels).inc(r.dead_lettered - r.undecodable)
         if r.undecodable:
             m.undecodable.labels(*labels).inc(r.undecodable)
         m.batch_duration.labels(self.worker, q.name).observe(r.duration_s)
@@ -406,20 +407,15 @@ class _StoreLeases:
     async def settle(self, s: Settlement) -> Settled:
         d, q, p = self.d, self.q, self.p
         now = d.clock()
-        retries: list[Retry] = []
-        dead: list[Delivery] = []
-        for m, delay_s in s.retries:
-            if exhausted(m.attempts, p.max_retries):
-                dead.append(m)
-            else:
-                retries.append(Retry(m.seq, now + delay_s * 1000))
+        spent = spend(s.retries, p.max_retries, now)
         acks = [m.seq for m in s.acks]
-        gone = [m.seq for m in dead] + [u.delivery.seq for u in s.undecodable]
+        gone = [m.seq for m in spent.dead] + [u.delivery.seq for u in s.undecodable]
         settled = await d._persist(
-            lambda: d.store.settle(q, acks, retries, gone, d._dead_letter(), now)
+            lambda: d.store.settle(q, acks, spent.retries, gone, d._dead_letter(), now)
         )
-        for m in dead:
-            log_dead(q.name, p.dead_letter_queue, m.id, m.attempts, m.group)
+        deadletters.tell(
+            d.metrics, q, p.dead_letter_queue, (Dead(m.id, m.attempts, m.group) for m in spent.dead)
+        )
         return settled
 
     async def give_back(self, deliveries: Sequence[Delivery]) -> int:

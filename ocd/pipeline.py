@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ocd import codec
+from ocd.deadletters import where
 from ocd.decide import decide, hold_back
 from ocd.store import Delivery, Settled
 from runtime import BatchMarks, Message, MessageBatch
@@ -363,12 +364,6 @@ def _since(started: float) -> float:
     return time.monotonic() - started
 
 
-def _where(dead_letter_queue: str | None) -> str:
-    if dead_letter_queue:
-        return f"moved to dead-letter queue {dead_letter_queue}"
-    return "deleted (no dead-letter queue)"
-
-
 def _log_undecodable(route: Route, u: Undecodable) -> None:
     extra: dict[str, object] = {
         "event": "message_undecodable",
@@ -386,33 +381,7 @@ def _log_undecodable(route: Route, u: Undecodable) -> None:
         route.queue,
         u.delivery.id,
         u.reason,
-        _where(route.dead_letter_queue),
-        extra=extra,
-    )
-
-
-def log_dead(
-    queue: str, dead_letter_queue: str | None, mid: str, attempts: int, group: str | None = None
-) -> None:
-    """The line for a message that ran out of attempts."""
-    moved_on = f"; its group {group} moves on to its next message" if group else ""
-    extra: dict[str, object] = {
-        "event": "message_dead_lettered" if dead_letter_queue else "message_deleted",
-        "queue": queue,
-        "id": mid,
-        "attempts": attempts,
-    }
-    if dead_letter_queue:
-        extra["dead_letter_queue"] = dead_letter_queue
-    if group is not None:
-        extra["group"] = group
-    log.warning(
-        "queue %s: message %s %s after %d attempts%s",
-        queue,
-        mid,
-        _where(dead_letter_queue),
-        attempts,
-        moved_on,
+        where(route.dead_letter_queue),
         extra=extra,
     )
 

@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+from ocd import deadletters
 from ocd.admin import Admin
 from ocd.clock import Clock, wall_ms
-from ocd.decide import exhausted
+from ocd.deadletters import Dead
+from ocd.decide import spend
 from ocd.errors import StoreError
 from ocd.metrics import Metrics
 from ocd.store import (
@@ -211,6 +213,12 @@ class PullService:
             claimed = await self.store.claim(queue, ask)
             # Committed: from here on nothing may fail this pull, or its messages would stay
             # leased, an attempt spent, with no one holding the lease.
+            deadletters.tell(
+                self.metrics,
+                queue,
+                consumer.dead_letter_queue,
+                (Dead(mid, ask.max_attempts) for mid in claimed.exhausted),
+            )
             good = [d for d in claimed.deliveries if d.content_type != "v8"]
             refused = [d for d in claimed.deliveries if d.content_type == "v8"]
             if refused:
@@ -261,17 +269,15 @@ class PullService:
         warnings: dict[str, str] = {}
         ack_seqs = self._seqs("lease", queue, acks, warnings)
         now = self.clock()
-        retry_rows: list[Retry] = []
-        dead: list[int] = []
+        retried: list[tuple[Token, int]] = []
         for lease, delay_s in retries:
             token = self.signer.check("lease", queue, lease)
             if token is None:
                 warnings[str(lease)] = _NOT_ISSUED["lease"]
-            elif exhausted(token.attempts, consumer.max_retries):
-                dead.append(token.seq)
             else:
-                delay = consumer.retry_delay_s if delay_s is None else delay_s
-                retry_rows.append(Retry(token.seq, now + delay * 1000))
+                retried.append((token, consumer.retry_delay_s if delay_s is None else delay_s))
+        spent = spend(retried, consumer.max_retries, now)
+        dead = [t.seq for t in spent.dead]
         for lease, reason in undecodable:
             token = self.signer.check("lease", queue, lease)
             if token is None:
@@ -280,8 +286,17 @@ class PullService:
             dead.append(token.seq)
             self._undecodable(queue, consumer, token, reason)
         settled = await self.store.settle(
-            queue, ack_seqs, retry_rows, dead, await self._dead_letter(queue, consumer), now
+            queue, ack_seqs, spent.retries, dead, await self._dead_letter(queue, consumer), now
         )
+        deadletters.tell(
+            self.metrics,
+            queue,
+            consumer.dead_letter_queue,
+            (Dead(t.id, t.attempts) for t in spent.dead),
+        )
+        if self.metrics is not None:
+            self.metrics.acked.labels(queue.account, queue.name).inc(settled.acked)
+            self.metrics.retried.labels(queue.account, queue.name).inc(settled.retried)
         return AckResult(
             settled.acked, settled.retried + settled.dead_lettered + settled.deleted, warnings
         )
@@ -290,13 +305,12 @@ class PullService:
         self, queue: QueueRecord, consumer: PullConsumer, token: Token, reason: str
     ) -> None:
         dlq = consumer.dead_letter_queue
-        where = f"moved to dead-letter queue {dlq}" if dlq else "deleted (no dead-letter queue)"
         log.warning(
             "queue %s: message %s cannot be decoded by its pull consumer (%s); %s",
             queue.name,
             token.id,
             reason,
-            where,
+            deadletters.where(dlq),
             extra={
                 "event": "message_undecodable",
                 "queue": queue.name,

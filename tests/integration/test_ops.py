@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import eventually
+from tests.integration.rest import Rest
 
 CONSUMER = """
 [[workers.queues.consumers]]
@@ -62,6 +65,36 @@ async def test_metrics_count_what_happened(start_daemon):
     )
     assert commits > 0
     assert value(s, "process_resident_memory_bytes") > 0
+
+
+async def test_a_pull_consumer_dead_letters_are_logged_and_counted_as_a_push_consumers(
+    start_daemon, caplog
+):
+    caplog.set_level(logging.INFO)
+    d = await start_daemon()
+    api = Rest(d)
+    await api.create_queue("work")
+    await api.pull_consumer("work", dlq="work-dlq", max_retries=0)
+    await api.push("work", "retried", content_type="text")
+    [m] = (await api.pull("work"))["messages"]
+    await api.ack("work", retries=[{"lease_id": m["lease_id"], "delay_seconds": 0}])
+    # a lease that lapses on the last attempt: the next pull dead-letters it
+    await api.push("work", "lapsed", content_type="text")
+    [lapsed] = (await api.pull("work", visibility_timeout_ms=50))["messages"]
+
+    async def both_dead() -> bool:
+        assert (await api.pull("work"))["messages"] == []
+        return await api.backlog("work-dlq") == 2
+
+    await eventually(both_dead, timeout=5)
+    lines = [r for r in caplog.records if getattr(r, "event", "") == "message_dead_lettered"]
+    assert sorted((r.id, r.queue, r.dead_letter_queue, r.attempts) for r in lines) == sorted(
+        [(m["id"], "work", "work-dlq", 1), (lapsed["id"], "work", "work-dlq", 1)]
+    )
+    s = await scrape(d)
+    work = {"account": "local", "queue": "work"}
+    assert value(s, "ocd_messages_dead_lettered_total", **work) == 2
+    assert value(s, "ocd_messages_retried_total", **work) == 0  # dead, not retried
 
 
 async def test_health_and_ready(start_daemon):

@@ -1,8 +1,11 @@
 """The ack/retry precedence rules, as workerd and Cloudflare's docs define them."""
 
+from typing import NamedTuple
+
 import pytest
 
-from ocd.decide import decide, exhausted, send_delay
+from ocd.decide import decide, exhausted, send_delay, spend
+from ocd.store import Retry
 from runtime import BatchMarks
 
 
@@ -79,3 +82,15 @@ def test_attempt_limit_is_max_retries_plus_one():
 )
 def test_send_delay_precedence_and_explicit_zero(msg, batch, queue, expected):
     assert send_delay(msg, batch, queue) == expected
+
+
+def test_spend_brings_retries_back_at_their_delay_until_the_last_attempt():
+    class M(NamedTuple):
+        seq: int
+        attempts: int
+
+    fresh, last, past = M(1, 1), M(2, 3), M(3, 5)
+    spent = spend([(fresh, 0), (last, 30), (past, 5)], max_retries=2, now_ms=1_000)
+    assert spent.retries == [Retry(1, 1_000)]
+    assert spent.dead == [last, past]  # the third delivery was the last of max_retries=2
+    assert spend([(last, 30)], max_retries=3, now_ms=1_000).retries == [Retry(2, 31_000)]

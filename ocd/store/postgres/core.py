@@ -43,6 +43,7 @@ from ocd.errors import (
     StoreFull,
     StoreUnavailable,
 )
+from ocd.store import rules
 from ocd.store.catalogue import Catalogue
 from ocd.store.postgres import fifo, mark, sql
 from ocd.store.postgres.errors import is_driver_error, translate, translating
@@ -486,10 +487,12 @@ class PostgresCore:
         if not seqs:
             return 0, 0
         shard = random.randrange(SHARDS)
-        dlq = dead_letter.queue
-        if dlq is None or not self.catalogue.knows(dlq.key):
+        to = rules.destination(queue, dead_letter, self.catalogue.knows)
+        if to is rules.Destination.DELETE:
             return 0, await c.fetchval(sql.DELETE_SEQS, queue.key, list(seqs), shard)
-        if dlq.fifo and queue.fifo:  # the caller holds both queues' FIFO locks
+        dlq = dead_letter.queue
+        assert dlq is not None
+        if to is rules.Destination.MOVE_FIFO:  # the caller holds both queues' FIFO locks
             moved = await fifo.move(c, queue, seqs, dlq, now_ms)
             await c.execute(sql.NOTIFY, sql.queue_channel(dlq.key))
             return moved, 0

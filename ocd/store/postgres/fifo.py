@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 
 from ocd.errors import QueueNotFound
+from ocd.store import rules
 from ocd.store.postgres import fifo_sql, sql
 from ocd.store.values import DEDUP_WINDOW_MS, FifoSent, NewMessage, QueueRecord, Retry
 
@@ -126,35 +127,26 @@ async def hold_back(
     acks: Sequence[int],
     retries: Sequence[Retry],
     dead: Sequence[int],
-) -> tuple[list[Retry], list[int], list[int], set[str]]:
-    """The group rule of a settle, as SQLite's ``hold_back``: per group the first retried or
-    dead-lettered message keeps its fate; the later ones of its lease not acked here go
-    back with it. Runs after the acks are deleted, so the lease's run has no gaps."""
-    failing = [r.seq for r in retries] + list(dead)
+) -> rules.HoldBack:
+    """``rules.hold_back`` over this settle's rows. Runs after the acks are deleted, so the
+    lease's run has no gaps."""
+    failing = rules.failing_seqs(retries, dead)
     if not failing:
-        return list(retries), list(dead), [], set()
-    info = await c.fetch(fifo_sql.FIFO_INFO, queue.key, failing)
-    first: dict[str, tuple[int, int, int | None]] = {}
-    for seq, g, fseq, lease in info:
-        if g is None or fseq is None:
-            continue
-        if g not in first or fseq < first[g][0]:
-            first[g] = (fseq, seq, lease)
-    back = {seq for seq, g, _f, _l in info if g is not None and first[g][1] != seq}
-    leased = [(g, f, lease) for g, (f, _s, lease) in first.items() if lease is not None]
+        return rules.unchanged(retries, dead)
+    info = [rules.Failing(*r) for r in await c.fetch(fifo_sql.FIFO_INFO, queue.key, failing)]
+    heads = rules.group_heads(info)
+    leased = [h for h in heads.first.values() if h.lease is not None]
+    behind: list[int] = []
     if leased:
         rows = await c.fetch(
             fifo_sql.FIFO_BEHIND,
             queue.key,
-            [x[0] for x in leased],
-            [x[1] for x in leased],
-            [x[2] for x in leased],
+            [h.group for h in leased],
+            [h.fseq for h in leased],
+            [h.lease for h in leased],
         )
-        acked = set(acks)
-        back.update(r[0] for r in rows if r[0] not in acked)
-    kept_retries = [r for r in retries if r.seq not in back]
-    kept_dead = [s for s in dead if s not in back]
-    return kept_retries, kept_dead, sorted(back), set(first)
+        behind = [r[0] for r in rows]
+    return rules.hold_back(retries, dead, heads, behind, set(acks))
 
 
 async def delete(c: asyncpg.Connection, queue: QueueRecord, seqs: Sequence[int]) -> list[str]:

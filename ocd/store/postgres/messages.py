@@ -195,16 +195,19 @@ class PostgresMessages(PostgresCore):
             await fifo.lock(c, *locks)
             touched = await fifo.delete(c, queue, acks)
             acked = len(touched)
-            retries, dead, back, groups = await fifo.hold_back(c, queue, acks, retries, dead)
-            if retries:
+            held = await fifo.hold_back(c, queue, acks, retries, dead)
+            if held.retries:
                 status = await c.execute(
-                    sql.RETRY, queue.key, [r.seq for r in retries], [r.visible_ms for r in retries]
+                    sql.RETRY,
+                    queue.key,
+                    [r.seq for r in held.retries],
+                    [r.visible_ms for r in held.retries],
                 )
                 retried = _rowcount(status)
-            if back:
-                await c.execute(fifo_sql.RELEASE_ANY, queue.key, now_ms, back)
-            moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
-            await fifo.refresh(c, queue.key, groups.union(touched))
+            if held.back:
+                await c.execute(fifo_sql.RELEASE_ANY, queue.key, now_ms, held.back)
+            moved, deleted = await self._dead_letter(c, queue, held.dead, dead_letter, now_ms)
+            await fifo.refresh(c, queue.key, held.groups.union(touched))
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
         if acked or deleted or moved:
             gone = acked + deleted + moved

@@ -15,6 +15,7 @@ from itertools import chain
 from typing import Any
 
 from ocd.errors import QueueNotFound
+from ocd.store import rules
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.ops import IN_CHUNK, Tx, chunks, fetch_all, fetch_one, marks
 from ocd.store.values import DEDUP_WINDOW_MS, FifoSent, NewMessage, QueueRecord, Retry
@@ -178,39 +179,31 @@ def hold_back(
     acks: Collection[int],
     retries: Sequence[Retry],
     dead: Sequence[int],
-) -> tuple[list[Retry], list[int], list[int], set[str]]:
-    """The group rule of a settle: per group, the first retried or dead-lettered message
-    keeps its fate, and every later message of the group under the same lease that is not
-    acked here goes back with it, attempt given back. Returns the retries and dead-letters
-    that remain, the seqs to hand back, and the groups touched."""
-    failing = [r.seq for r in retries] + list(dead)
+) -> rules.HoldBack:
+    """``rules.hold_back`` over this settle's rows."""
+    failing = rules.failing_seqs(retries, dead)
     if not failing:
-        return list(retries), list(dead), [], set()
-    info: list[tuple[int, str | None, int | None, int | None]] = []
+        return rules.unchanged(retries, dead)
+    info: list[rules.Failing] = []
     for chunk in chunks(failing):
-        info += fetch_all(
-            tx.conn, sql.FIFO_INFO.format(marks=marks(len(chunk))), (queue.key, *chunk)
+        info += map(
+            rules.Failing._make,
+            fetch_all(tx.conn, sql.FIFO_INFO.format(marks=marks(len(chunk))), (queue.key, *chunk)),
         )
-    first: dict[str, tuple[int, int, int | None]] = {}  # group -> (fseq, seq, lease)
-    for seq, g, fseq, lease in info:
-        if g is None or fseq is None:
-            continue
-        if g not in first or fseq < first[g][0]:
-            first[g] = (fseq, seq, lease)
-    back: set[int] = {seq for seq, g, _f, _l in info if g is not None and first[g][1] != seq}
-    for g, (fseq, _seq, lease) in first.items():
-        if lease is None:
+    heads = rules.group_heads(info)
+    behind: list[int] = []
+    for g, head in heads.first.items():
+        if head.lease is None:
             continue
         # The lease's messages follow its first failing one without a gap (a claim takes a
         # consecutive run, and only acks delete within it): stop at the first other one.
-        for seq, other in fetch_all(tx.conn, sql.GROUP_AFTER, (queue.key, g, fseq, BATCH_SPAN)):
-            if other != lease:
+        for seq, other in fetch_all(
+            tx.conn, sql.GROUP_AFTER, (queue.key, g, head.fseq, BATCH_SPAN)
+        ):
+            if other != head.lease:
                 break
-            if seq not in acks:
-                back.add(seq)
-    kept_retries = [r for r in retries if r.seq not in back]
-    kept_dead = [s for s in dead if s not in back]
-    return kept_retries, kept_dead, sorted(back), set(first)
+            behind.append(seq)
+    return rules.hold_back(retries, dead, heads, behind, acks)
 
 
 def release_any(tx: Tx, queue: QueueRecord, seqs: Sequence[int], now_ms: int) -> None:

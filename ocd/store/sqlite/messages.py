@@ -150,21 +150,22 @@ class SqliteMessages(SqliteCore):
         dead_letter: DeadLetter,
         now_ms: int,
     ) -> Settled:
-        retries, dead, back, groups = fifo.hold_back(tx, queue, set(acks), retries, dead)
+        held = fifo.hold_back(tx, queue, set(acks), retries, dead)
+        groups = set(held.groups)
         acked = removal.delete(tx, queue, acks, groups)
         retried = 0
-        if retries:
+        if held.retries:
             cur = tx.conn.executemany(
-                sql.RETRY, ((visible, seq, queue.key) for seq, visible in retries)
+                sql.RETRY, ((visible, seq, queue.key) for seq, visible in held.retries)
             )
             retried = max(cur.rowcount, 0)
-        if back:
-            fifo.release_any(tx, queue, back, now_ms)
+        if held.back:
+            fifo.release_any(tx, queue, held.back, now_ms)
         moved, deleted = removal.dead_letter(
-            self.catalogue, tx, queue, dead, dead_letter, now_ms, groups
+            self.catalogue, tx, queue, held.dead, dead_letter, now_ms, groups
         )
         fifo.refresh(tx, queue.key, groups)
-        if retries or back or moved:
+        if held.retries or held.back or moved:
             tx.notify.add(queue.key)
         return Settled(acked, retried, moved, deleted)
 

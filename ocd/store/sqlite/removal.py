@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ocd.store import rules
 from ocd.store.catalogue import Catalogue
 from ocd.store.sqlite import fifo, sql
 from ocd.store.sqlite.ops import Tx, chunks, fetch_all, marks
@@ -46,10 +47,12 @@ def dead_letter(
     a FIFO queue's messages are the caller's to refresh."""
     if not seqs:
         return 0, 0
-    dlq = dead_letter.queue
-    if dlq is None or not catalogue.knows(dlq.key):
+    to = rules.destination(queue, dead_letter, catalogue.knows)
+    if to is rules.Destination.DELETE:
         return 0, delete(tx, queue, seqs, groups if groups is not None else set())
-    if dlq.fifo and queue.fifo:
+    dlq = dead_letter.queue
+    assert dlq is not None
+    if to is rules.Destination.MOVE_FIFO:
         return fifo.move(tx, queue, seqs, dlq, now_ms), 0
     moved = 0
     for chunk in chunks(seqs):

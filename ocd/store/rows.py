@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+from ocd.store import rules
 from ocd.store.values import (
     BrowseCursor,
     Delivery,
@@ -26,17 +28,24 @@ def queue_from_row(row: Any) -> QueueRecord:
     return QueueRecord(key, account, name, qid, created, modified, settings, purged)
 
 
-def claimed(
-    rows: Iterable[Any], lease: int, max_attempts: int
-) -> tuple[list[Delivery], list[int], list[str]]:
+@dataclass(frozen=True, slots=True)
+class ClaimSplit:
+    """A claim's rows: what goes out, and what had run out of attempts before it."""
+
+    deliveries: list[Delivery]  # in seq order
+    spent: list[int]  # seqs, for the dead-letter queue
+    exhausted: list[str]  # their ids
+    groups: set[str]  # the FIFO groups of the spent ones
+
+
+def claimed(rows: Iterable[Any], lease: int, max_attempts: int) -> ClaimSplit:
     """A standard queue's claimed rows (seq, id, content_type, body, sent_ms, attempts,
-    attrs, first_received_ms) -> the deliveries in seq order, and the seqs and ids of those
-    whose attempts were already spent (for the dead-letter queue)."""
+    attrs, first_received_ms), split by ``rules.out_of_attempts``."""
     deliveries: list[Delivery] = []
     spent: list[int] = []
     exhausted: list[str] = []
     for seq, mid, ctype, body, sent_ms, attempts, attrs, first in rows:
-        if attempts > max_attempts:
+        if rules.out_of_attempts(attempts, max_attempts):
             spent.append(seq)
             exhausted.append(mid)
         else:
@@ -47,14 +56,31 @@ def claimed(
                 )
             )  # fmt: skip
     deliveries.sort(key=lambda d: d.seq)
-    return deliveries, spent, exhausted
+    return ClaimSplit(deliveries, spent, exhausted, set())
 
 
-def fifo_delivery(row: Any, lease: int) -> Delivery:
-    """A FIFO queue's claimed row (seq, id, content_type, body, sent_ms, attempts, grp,
-    fseq, dedup, attrs, first_received_ms) -> its Delivery."""
-    seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs, first = row
-    return Delivery(seq, mid, ctype, body, sent_ms, attempts, lease, grp, fseq, dedup, attrs, first)
+def fifo_claimed(rows: Iterable[Any], lease: int, max_attempts: int) -> ClaimSplit:
+    """A FIFO queue's claimed rows (seq, id, content_type, body, sent_ms, attempts, grp,
+    fseq, dedup, attrs, first_received_ms), in the order the claim took them, split by
+    ``rules.out_of_attempts``."""
+    deliveries: list[Delivery] = []
+    spent: list[int] = []
+    exhausted: list[str] = []
+    groups: set[str] = set()
+    for row in rows:
+        seq, mid, ctype, body, sent_ms, attempts, grp, fseq, dedup, attrs, first = row
+        if rules.out_of_attempts(attempts, max_attempts):
+            spent.append(seq)
+            exhausted.append(mid)
+            groups.add(grp)
+        else:
+            deliveries.append(
+                Delivery(
+                    seq, mid, ctype, body, sent_ms, attempts, lease,
+                    grp, fseq, dedup, attrs, first,
+                )
+            )  # fmt: skip
+    return ClaimSplit(deliveries, spent, exhausted, groups)
 
 
 def extras_row(extras: QueueExtras) -> tuple[str | None, str | None]:

@@ -2,6 +2,8 @@
 A backend reads the rows a rule needs, calls it, and writes what it decides; the SQL and
 the transactions stay the backend's own.
 
+- ``out_of_attempts``: which claimed messages had no delivery left (the dead-letter
+  decision; a lease that expired on a message's last attempt ends here at the next claim).
 - ``destination``: where a message that ran out of attempts goes.
 - ``group_heads`` and ``hold_back``: FIFO's rule for a settle.
 """
@@ -14,6 +16,12 @@ from enum import Enum
 from typing import NamedTuple
 
 from ocd.store.values import DeadLetter, QueueRecord, Retry
+
+
+def out_of_attempts(attempts: int, max_attempts: int) -> bool:
+    """A claimed message whose stored ``attempts`` (before this claim) were already
+    ``max_attempts`` is not delivered again: it is dead-lettered instead."""
+    return attempts > max_attempts
 
 
 class Destination(Enum):

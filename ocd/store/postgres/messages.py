@@ -15,10 +15,11 @@ from typing import Any
 import asyncpg
 
 from ocd.errors import QueueNotFound, StoreError, StoreFull, StoreUnavailable
+from ocd.store import rules
 from ocd.store.postgres import fifo, fifo_sql, sql
 from ocd.store.postgres.core import PostgresCore, _rowcount
 from ocd.store.postgres.writer import SHARDS
-from ocd.store.rows import claimed, fifo_delivery
+from ocd.store.rows import claimed, fifo_claimed
 from ocd.store.values import (
     Backlog,
     Claim,
@@ -122,12 +123,12 @@ class PostgresMessages(PostgresCore):
                     if held >= max_batches:
                         return Claimed([])
                     rows = await c.fetch(sql.CLAIM, *args)
-            deliveries, spent, exhausted = claimed(rows, lease, max_attempts)
-            if spent:
+            split = claimed(rows, lease, max_attempts)
+            if split.spent:
                 # Leased to us by the claim, so no one else can touch them meanwhile.
                 async with c.transaction():
-                    await self._dead_letter(c, queue, spent, dead_letter, now_ms)
-        return Claimed(deliveries, exhausted)
+                    await self._dead_letter(c, queue, split.spent, dead_letter, now_ms)
+        return Claimed(split.deliveries, split.exhausted)
 
     async def _claim_fifo(
         self,
@@ -138,11 +139,6 @@ class PostgresMessages(PostgresCore):
         max_batches: int | None,
     ) -> Claimed:
         key, now_ms, limit, until_ms, lease, kind, owner = args
-        deliveries: list[Delivery] = []
-        spent: list[int] = []
-        exhausted: list[str] = []
-        groups: set[str] = set()
-        dlq = dead_letter.queue
         async with self._db("write", queue) as c:
             if max_batches is None:  # one statement: ocd_fifo_claim takes the lock itself
                 rows = await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner)
@@ -153,22 +149,18 @@ class PostgresMessages(PostgresCore):
                     if held >= max_batches:
                         return Claimed([])
                     rows = await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner)
-            for row in rows:
-                if row[5] > max_attempts:
-                    spent.append(row[0])
-                    exhausted.append(row[1])
-                    groups.add(row[6])
-                else:
-                    deliveries.append(fifo_delivery(row, lease))
-            if spent:  # leased to us by the claim: no one else touches them meanwhile
+            split = fifo_claimed(rows, lease, max_attempts)
+            if split.spent:  # leased to us by the claim: no one else touches them meanwhile
                 async with c.transaction():
                     locks = [key]
-                    if dlq is not None and dlq.fifo and self.catalogue.knows(dlq.key):
-                        locks.append(dlq.key)
+                    to = rules.destination(queue, dead_letter, self.catalogue.knows)
+                    if to is rules.Destination.MOVE_FIFO:
+                        assert dead_letter.queue is not None
+                        locks.append(dead_letter.queue.key)
                     await fifo.lock(c, *locks)
-                    await self._dead_letter(c, queue, spent, dead_letter, now_ms)
-                    await fifo.refresh(c, key, groups)
-        return Claimed(deliveries, exhausted)
+                    await self._dead_letter(c, queue, split.spent, dead_letter, now_ms)
+                    await fifo.refresh(c, key, split.groups)
+        return Claimed(split.deliveries, split.exhausted)
 
     async def _settle_fifo(
         self,

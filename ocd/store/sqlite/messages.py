@@ -13,7 +13,7 @@ from ocd.errors import (
     StoreError,
     StoreFull,
 )
-from ocd.store.rows import claimed, fifo_delivery
+from ocd.store.rows import claimed, fifo_claimed
 from ocd.store.sqlite import fifo, removal, sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
@@ -112,33 +112,25 @@ class SqliteMessages(SqliteCore):
                     "kind": int(ask.kind),
                 },
             )
-            deliveries, spent, exhausted = claimed(rows, lease, ask.max_attempts)
-            if spent:
-                removal.dead_letter(self.catalogue, tx, queue, spent, ask.dead_letter, ask.now_ms)
-            return Claimed(deliveries, exhausted)
+            split = claimed(rows, lease, ask.max_attempts)
+            if split.spent:
+                removal.dead_letter(
+                    self.catalogue, tx, queue, split.spent, ask.dead_letter, ask.now_ms
+                )
+            return Claimed(split.deliveries, split.exhausted)
 
         result: Claimed = await self._submit(Call(claim, durable=False, most_rows=ask.limit))
         return result
 
     def _claim_fifo(self, tx: Tx, queue: QueueRecord, ask: Claim, lease: int) -> Claimed:
-        deliveries: list[Delivery] = []
-        spent: list[int] = []
-        exhausted: list[str] = []
-        groups: set[str] = set()
         rows = fifo.claim(
             tx, queue, ask.limit, ask.now_ms, ask.lease_until_ms, lease, int(ask.kind)
         )
-        for row in rows:
-            if row[5] > ask.max_attempts:
-                spent.append(row[0])
-                exhausted.append(row[1])
-                groups.add(row[6])
-            else:
-                deliveries.append(fifo_delivery(row, lease))
-        if spent:
-            removal.dead_letter(self.catalogue, tx, queue, spent, ask.dead_letter, ask.now_ms)
-            fifo.refresh(tx, queue.key, groups)
-        return Claimed(deliveries, exhausted)
+        split = fifo_claimed(rows, lease, ask.max_attempts)
+        if split.spent:
+            removal.dead_letter(self.catalogue, tx, queue, split.spent, ask.dead_letter, ask.now_ms)
+            fifo.refresh(tx, queue.key, split.groups)
+        return Claimed(split.deliveries, split.exhausted)
 
     def _settle_fifo(
         self,

@@ -27,6 +27,11 @@ same run: fifo_e2e (e2e_batch on 1,000 message groups against a standard queue) 
 fifo_hot_group (claims of other groups beside one group of 1,000,000 waiting messages,
 against the same claims without it).
 
+The store alone (``store_alone.py``), no daemon: store / pg_store send 100,000 messages in
+batches of 100 through the store's interface, then claim and ack them in batches of 100,
+on a standard and a FIFO queue (1,000 groups); this process's CPU a message, and on
+PostgreSQL the server's and its writes (heap tuples, index entries, dead tuples) a message.
+
 The REST API scenarios (``rest.py``) drive ``/client/v4`` from this process instead
 (``load.py``: one aiohttp session, a keep-alive connection per client, bodies serialised
 beforehand):
@@ -88,6 +93,7 @@ from report import machine, summarise, summary_line
 from rest import http_pull_ack, http_push_batch, http_push_single
 from sqs import sqs_boto3_run
 from sqs_lean import sqs_idle_polls, sqs_raw
+from store_alone import store_run
 from ui import ui
 
 
@@ -118,6 +124,7 @@ class Sizes:
     sqs_idle_polls: int = 50
     sqs_idle_window_s: float = 25.0  # longer than a poll's 20 s wait
     sqs_wakeups: int = 200
+    store_messages: int = 100_000  # the store alone: sent, then claimed and acked
 
 
 QUICK = Sizes(
@@ -136,6 +143,7 @@ QUICK = Sizes(
     sqs_raw_total=10_000,
     sqs_idle_window_s=2.0,
     sqs_wakeups=20,
+    store_messages=10_000,
 )
 
 
@@ -447,6 +455,14 @@ async def sqs_boto3(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
     )
 
 
+async def store_alone(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await store_run(bench, "store", run, sizes.store_messages, None)
+
+
+async def pg_store_alone(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await store_run(bench, "pg_store", run, sizes.store_messages, pg_of(bench))
+
+
 async def js_e2e(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
     return await js.js_e2e(bench, sizes is QUICK, run)
 
@@ -483,6 +499,8 @@ SCENARIOS: dict[str, Scenario] = {
     "fifo_hot_group": fifo_hot_group,
     "pg_fifo_e2e": pg_fifo_e2e,
     "pg_fifo_hot_group": pg_fifo_hot_group,
+    "store": store_alone,
+    "pg_store": pg_store_alone,
     "ui": ui,
     "sqs_boto3": sqs_boto3,
     "sqs_raw": sqs_raw,

@@ -111,7 +111,7 @@ async def test_only_the_operator_reloads_from_the_dashboard(start_daemon):
     accounts = _accounts(("local", TOKEN, False), ("other", OTHER, False))
     running = await start_daemon(queues=accounts)
     ui = running.base + "/__ocd/ui"
-    assert await running.daemon.reload()  # by the operator: SIGHUP, `ocd reload`
+    assert await running.daemon.reload()  # by the operator: SIGHUP
     tenant = await _login(running, OTHER)
     async with running.session.post(
         ui + "/workers/reload", headers=tenant, allow_redirects=False

@@ -203,7 +203,7 @@ class Dashboard:
         every tenant's config and workers, and what it changed names them all: only the
         admin of a daemon serving one account (none configured, or exactly one) may reload
         it from the dashboard or read what the last reload did. With several accounts the
-        operator reloads with SIGHUP or ``ocd reload``."""
+        operator reloads with SIGHUP (``systemctl reload ocd``)."""
         return not viewer.read_only and len(self.source.config.accounts) <= 1
 
     def _rates(self, viewer: Viewer) -> dict[str, dict[str, int]]:

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ from ocd.errors import (
 )
 from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
+from ocd.http.browsers import Guard
 from ocd.http.cloudflare.app import add_api
 from ocd.http.cloudflare.context import ApiContext
 from ocd.http.cloudflare.envelope import error_response
@@ -290,7 +292,7 @@ class Daemon:
         app = web.Application()
         app[BODY_POLICY] = BodyPolicy(MIB, server.body_timeout_s)
         OpsRoutes(self).add_to(app.router)
-        add_api(app, api)
+        add_api(app, api, Guard(server.host, lambda: api.accounts.open))
         if self.config.ui.enabled:
             self.ui = Dashboard(self)
             await self.ui.open()
@@ -335,7 +337,8 @@ class Daemon:
         self._sqs_ctx = ctx
         app = web.Application(client_max_size=2 * MIB)
         app[BODY_POLICY] = BodyPolicy(2 * MIB, self.config.server.body_timeout_s)
-        SqsApp(ctx).add_to(app)
+        also = (urllib.parse.urlsplit(sqs.public_url).hostname or "",) if sqs.public_url else ()
+        SqsApp(ctx, Guard(sqs.host, lambda: ctx.verifier is None, also)).add_to(app)
         self._sqs_runner = web.AppRunner(
             app,
             access_log=None,

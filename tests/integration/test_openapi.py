@@ -203,7 +203,10 @@ class Client:
         if body is not None:
             data = json.dumps(body).encode()
         payload = None if data is None else io.BytesIO(data)  # aiohttp warns on big raw bytes
-        async with self.running.session.request(method, url, data=payload, params=params) as r:
+        headers = None if data is None else {"Content-Type": "application/json"}
+        async with self.running.session.request(
+            method, url, data=payload, params=params, headers=headers
+        ) as r:
             status, out = r.status, await r.json()
         assert status == expect, (method, template, status, out)
         validator = response_validator(method, template, status)

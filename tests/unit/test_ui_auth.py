@@ -9,7 +9,8 @@ from aiohttp.test_utils import make_mocked_request
 
 from ocd.clock import SLEW_DIVISOR, SteadyClock
 from ocd.config import AccountConfig
-from ocd.http.ui.auth import COOKIE, SESSION_S, Gate, Viewer, identify, same_origin, sign, verify
+from ocd.http.browsers import same_origin
+from ocd.http.ui.auth import COOKIE, SESSION_S, Gate, Viewer, identify, sign, verify
 
 KEY = b"k" * 32
 
@@ -47,6 +48,9 @@ def test_a_change_needs_same_origin_by_fetch_metadata_or_origin():
     assert not same_origin(req())
 
 
+TOKEN_ID = "0" * 12  # the configured token's: a session lasts as long as its token
+
+
 class Stepped:
     """A wall clock and a monotonic clock (nanoseconds) that move when the test says."""
 
@@ -65,7 +69,7 @@ class Stepped:
 def _session(gate: Gate) -> str:
     response = web.Response()
     gate.set_cookie(
-        make_mocked_request("POST", "/__ocd/ui/login"), response, Viewer("acme", "t", False)
+        make_mocked_request("POST", "/__ocd/ui/login"), response, Viewer("acme", TOKEN_ID, False)
     )
     return response.cookies[COOKIE].value
 
@@ -88,7 +92,7 @@ def test_a_wall_clock_step_forward_does_not_log_the_dashboard_user_out():
     t.run(60)
     t.step_wall(SESSION_S + 3600)  # an NTP step or a resumed VM: 13 h on the wall clock
     t.run(60)
-    assert _viewer(gate, cookie) == Viewer("acme", "t", False)
+    assert _viewer(gate, cookie) == Viewer("acme", TOKEN_ID, False)
 
 
 def test_a_wall_clock_step_back_does_not_lengthen_a_session_by_the_step():

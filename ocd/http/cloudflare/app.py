@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from ocd.http.browsers import Guard
 from ocd.http.cloudflare import openapi
 from ocd.http.cloudflare.browse import BrowseRoutes
 from ocd.http.cloudflare.context import ApiContext
@@ -22,8 +23,8 @@ from ocd.http.cloudflare.user import UserRoutes
 PREFIX = "/client/v4"
 
 
-def add_api(app: web.Application, ctx: ApiContext) -> None:
-    router = ApiRouter(app.router)
+def add_api(app: web.Application, ctx: ApiContext, guard: Guard | None = None) -> None:
+    router = ApiRouter(app.router, guard)
     # Message routes first: routes are matched in order, and these carry the traffic.
     MessageRoutes(ctx).add_to(router, PREFIX)
     QueueRoutes(ctx).add_to(router, PREFIX)
@@ -32,7 +33,7 @@ def add_api(app: web.Application, ctx: ApiContext) -> None:
     router.add_get(PREFIX + "/openapi.json", openapi.handler)
     for resource in router.resources:
         allowed = sorted({route.method for route in resource if route.method != "*"})
-        resource.add_route("*", enveloped(_method_not_allowed(allowed)))
+        resource.add_route("*", enveloped(_method_not_allowed(allowed), guard))
     # Anything else under the prefix is an API 404, not a request for a worker; [\s\S]
     # rather than ".", which would let a path holding a newline (%0A) fall through.
     router.add_route("*", PREFIX + r"/{tail:[\s\S]*}", _not_found)

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from ocd.errors import QueueNotFound, StoreFull, StoreUnavailable
 from ocd.http.body import BodyError, ClientGone
+from ocd.http.browsers import Guard
 from ocd.limits import (  # the codes, from the one table; re-exported for the handlers
     AUTH_ERROR,
     BODY_INVALID,
@@ -138,13 +139,18 @@ def ok(
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def enveloped(handler: Handler) -> Handler:
-    """``handler`` with every error it raises answered in the envelope.
+def enveloped(handler: Handler, guard: Guard | None = None) -> Handler:
+    """``handler`` with every error it raises answered in the envelope, behind ``guard``
+    (``ocd.http.browsers``: no web page may drive the API).
 
     A wrapper per API route rather than an application middleware: a middleware runs for
     every request, the workers' included, and adds two coroutine layers to each."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        if guard is not None:
+            refused = guard.refusal(request)
+            if refused is not None:
+                return ApiError(403, AUTH_ERROR, refused).response()
         try:
             return await handler(request)
         except ApiError as e:
@@ -202,14 +208,16 @@ def enveloped(handler: Handler) -> Handler:
 
 
 class ApiRouter:
-    """Adds routes to the application's router with their handlers ``enveloped``."""
+    """Adds routes to the application's router with their handlers ``enveloped`` behind
+    one guard."""
 
-    def __init__(self, router: web.UrlDispatcher) -> None:
+    def __init__(self, router: web.UrlDispatcher, guard: Guard | None = None) -> None:
         self._router = router
+        self.guard = guard
         self.resources: list[web.Resource] = []
 
     def add_route(self, method: str, path: str, handler: Handler) -> None:
-        route = self._router.add_route(method, path, enveloped(handler))
+        route = self._router.add_route(method, path, enveloped(handler, self.guard))
         assert isinstance(route.resource, web.Resource)
         if route.resource not in self.resources:
             self.resources.append(route.resource)

@@ -53,7 +53,8 @@ from ocd.producer import (
 
 CODES: dict[int, str] = {
     AUTH_ERROR: "authentication error: a missing or wrong bearer token, or an account the "
-    "token does not open (all three look the same)",
+    "token does not open (all three look the same); also a request a web page sent (a "
+    "cross-site Sec-Fetch-Site or Origin; without accounts, a Host that is not this machine)",
     MESSAGE_METADATA_INVALID: "a message's content_type is not json or text; or its FIFO "
     "keys do not fit its queue: message_group_id missing on a FIFO queue or given on a "
     "standard one, message_deduplication_id given on a standard queue or missing on a FIFO "
@@ -69,7 +70,8 @@ CODES: dict[int, str] = {
     "the other type than its queue, FIFO settings on a standard queue",
     BODY_MALFORMED: "the request body is empty where one is required, not JSON, nested too "
     "deeply, or not in its Content-Encoding; also (408) a body not received within "
-    "server.body_timeout, and (415) a Content-Encoding other than gzip or deflate",
+    "server.body_timeout, and (415) a Content-Encoding other than gzip or deflate, or a body "
+    "without Content-Type: application/json",
     QUEUE_DISABLED: "the queue's delivery is paused (message: queue_delivery_paused)",
     QUEUE_NOT_FOUND: "no queue with that id or name in this account",
     CONSUMER_NOT_FOUND: "the queue has no consumer with that id",
@@ -124,7 +126,7 @@ STATUS_TEXT = {
     408: "Request body not received within server.body_timeout",
     409: "Conflict",
     413: "Request body over 1 MiB, as sent or once inflated",
-    415: "Unsupported Content-Encoding",
+    415: "Unsupported Content-Encoding, or a body not sent as application/json",
     500: "Internal error",
     501: "Not implemented",
     503: "Unavailable now; retry after Retry-After seconds",

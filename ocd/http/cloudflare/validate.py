@@ -8,12 +8,21 @@ from typing import Any
 from aiohttp import web
 
 from ocd.http.body import read_body
+from ocd.http.browsers import json_type
 from ocd.http.cloudflare.envelope import BODY_MALFORMED, ApiError, invalid
 
 _MISSING: Any = object()
 
 
 async def json_object(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
+    # A page can POST text/plain cross-site without asking; application/json it cannot.
+    if request.body_exists and not json_type(request.headers.get("Content-Type")):
+        raise ApiError(
+            415,
+            BODY_MALFORMED,
+            "a request body must be JSON sent as Content-Type: application/json "
+            "(curl: -H 'Content-Type: application/json', or --json)",
+        )
     raw = await read_body(request)  # inflated here, within the limit; BodyError if not
     if not raw.strip():
         if optional:

@@ -7,6 +7,8 @@ else (a form POST, or a GET with a query string) is Query.
 Who sends a request is ``sigv4``'s business: without ``[[accounts]]`` any credentials, or
 none, are account ``local`` (``000000000000``) and the listener is loopback only; with
 them, every request must carry a valid SigV4 signature of an account's ``sqs_keys``.
+Before either, ``ocd.http.browsers`` keeps web pages out (a foreign ``Host``, a cross-site
+form or ``<img>``): AccessDenied.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from aiohttp import web
 
 from ocd.errors import OcdError, StoreError, StoreFull, StoreUnavailable
 from ocd.http.body import BodyError, ClientGone, policy_of, read_body
+from ocd.http.browsers import Guard
 from ocd.http.sqs import query, sigv4
 from ocd.http.sqs.actions import ACTIONS
 from ocd.http.sqs.context import Call, SqsContext
@@ -132,8 +135,9 @@ def _invalid_action(op: str) -> SqsError:
 
 
 class SqsApp:
-    def __init__(self, ctx: SqsContext) -> None:
+    def __init__(self, ctx: SqsContext, guard: Guard | None = None) -> None:
         self.ctx = ctx
+        self.guard = guard
         self._unsigned: sigv4.Caller | None = None  # see _caller
 
     def add_to(self, app: web.Application) -> None:
@@ -145,7 +149,15 @@ class SqsApp:
         app.router.add_route("*", r"/{tail:[\s\S]*}", _not_found)
 
     async def handle(self, request: web.Request) -> web.Response:
-        if request.headers.get("Content-Type", "").startswith("application/x-amz-json"):
+        as_json = request.headers.get("Content-Type", "").startswith("application/x-amz-json")
+        refused = self.guard.refusal(request) if self.guard is not None else None
+        if refused is not None:
+            e = SqsError("AccessDeniedException", refused)
+            if as_json:
+                return error_reply(e)
+            rid = request_id()
+            return _xml(e.status, query.error(e, rid), rid)
+        if as_json:
             return await self._json(request)
         return await self._query(request)
 

@@ -125,6 +125,8 @@ async def cancel(ui: Dashboard, request: web.Request, viewer: Viewer) -> web.Str
 
 
 async def reload(ui: Dashboard, request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    if not ui.operator(viewer):  # one tenant may not reload the others' workers
+        return ui.error(request, 403, "Only the daemon's operator may reload it.")
     applied = await ui.source.reload()
     ui.reconfigure()
     ui.audit(viewer, "reload", None, applied=applied)

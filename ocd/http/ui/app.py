@@ -17,8 +17,9 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from ocd.http.browsers import Guard, same_origin
 from ocd.http.ui import actions
-from ocd.http.ui.auth import COOKIE, SAFE_METHODS, Gate, Viewer, same_origin
+from ocd.http.ui.auth import COOKIE, SAFE_METHODS, Gate, Viewer
 from ocd.http.ui.live import Hub, stream
 from ocd.http.ui.source import UiSource
 from ocd.http.ui.views import browse_params, environment, message_view, queue_rows, sparkline
@@ -54,6 +55,8 @@ class Dashboard:
         self.env = environment()
         self.hub = Hub(source)
         self.gate: Gate | None = None
+        # Pages show message bodies: a rebound name may not read them off an open daemon.
+        self.guard = Guard(source.config.server.host, lambda: not self.source.config.accounts)
         self._static = {
             f.name: f.read_bytes()
             for f in resources.files("ocd.http.ui").joinpath("static").iterdir()
@@ -77,7 +80,7 @@ class Dashboard:
         """After a reload: accounts and read-only may have changed."""
         if self.gate is not None:
             cfg = self.source.config
-            self.gate.accounts, self.gate.read_only = tuple(cfg.accounts), cfg.ui.read_only
+            self.gate.configure(cfg.accounts, cfg.ui.read_only)
 
     def add_to(self, router: web.UrlDispatcher) -> None:
         r = router
@@ -113,6 +116,9 @@ class Dashboard:
     def _page(self, handler: Handler, mutates: bool = False) -> Any:
         async def wrapped(request: web.Request) -> web.StreamResponse:
             assert self.gate is not None
+            foreign = self.guard.foreign_host(request)
+            if foreign is not None:
+                return self.error(request, 403, foreign)
             if request.method not in SAFE_METHODS and not same_origin(request):
                 return self.error(request, 403, "Cross-site request refused.")
             viewer = self.gate.viewer(request)
@@ -192,6 +198,14 @@ class Dashboard:
                    "token_id": viewer.token_id, "queue": queue, **counts},
         )  # fmt: skip
 
+    def operator(self, viewer: Viewer) -> bool:
+        """Whether ``viewer`` runs the daemon, not only an account on it. A reload re-reads
+        every tenant's config and workers, and what it changed names them all: only the
+        admin of a daemon serving one account (none configured, or exactly one) may reload
+        it from the dashboard or read what the last reload did. With several accounts the
+        operator reloads with SIGHUP (``systemctl reload ocd``)."""
+        return not viewer.read_only and len(self.source.config.accounts) <= 1
+
     def _rates(self, viewer: Viewer) -> dict[str, dict[str, int]]:
         return {r["name"]: r["rates"] for r in self.hub.rows.get(viewer.account, [])}
 
@@ -220,7 +234,7 @@ class Dashboard:
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         assert self.gate is not None
-        if not same_origin(request):
+        if not same_origin(request) or self.guard.foreign_host(request) is not None:
             return self.error(request, 403, "Cross-site request refused.")
         form = await request.post()
         viewer = self.gate.login(str(form.get("token", "")))
@@ -372,7 +386,7 @@ class Dashboard:
         src = self.source
         return self.render(
             request, "workers.html", viewer, rows=rows, last_reload=src.last_reload,
-            state=src.state,
+            state=src.state, operator=self.operator(viewer),
         )  # fmt: skip
 
     async def task(self, request: web.Request, viewer: Viewer) -> web.Response:
@@ -399,7 +413,15 @@ class Dashboard:
         )  # fmt: skip
 
     async def events(self, request: web.Request, viewer: Viewer) -> web.StreamResponse:
-        return await stream(request, self.hub, viewer.account, SECURITY_HEADERS)
+        gate = self.gate
+        assert gate is not None
+        return await stream(
+            request,
+            self.hub,
+            viewer.account,
+            SECURITY_HEADERS,
+            lambda: gate.current(viewer) is not None,
+        )
 
 
 __all__ = ["COOKIE", "MOUNT", "Dashboard"]

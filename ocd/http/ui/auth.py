@@ -8,10 +8,18 @@
   parent (``/__ocd/``), ``Secure`` when the request came over TLS. A session lasts
   ``SESSION_S`` on the daemon's clock (``ocd.clock.SteadyClock``), so a step of the wall
   clock neither logs anyone out nor lengthens a session by the size of the step.
+- A session lasts only as long as its token: at every request the cookie's token (by the
+  prefix of its hash) must still be listed for the cookie's account in the running config.
+  A reload that removes the token, or moves it to another account, ends the session at its
+  next request (the live stream ends at its next tick). A reload that lowers the token to
+  ``role = "read"`` makes the session read-only rather than ending it: it may still look,
+  as the token may over REST. A role raised by a reload does not raise a session opened
+  before it; logging in again does.
 - A read-only session (``role = "read"``, or ``[ui] read_only``) gets 403 on every
   mutating route, whatever the page showed.
 - CSRF: any request that is not GET/HEAD must carry ``Sec-Fetch-Site: same-origin`` or,
-  where a browser sends none, an ``Origin`` equal to the request's own.
+  where a browser sends none, an ``Origin`` equal to the request's own
+  (``ocd.http.browsers.same_origin``, beside the rules that guard the APIs).
 """
 
 from __future__ import annotations
@@ -65,17 +73,6 @@ def verify(key: bytes, value: str, now_s: float) -> Viewer | None:
     return Viewer(str(account), str(token_id), bool(read_only))
 
 
-def same_origin(request: web.Request) -> bool:
-    """The CSRF rule for a request that changes something."""
-    site = request.headers.get("Sec-Fetch-Site")
-    if site is not None:
-        return site == "same-origin"
-    origin = request.headers.get("Origin")
-    if origin is None:
-        return False
-    return origin == f"{request.scheme}://{request.host}"
-
-
 def identify(accounts: Sequence[AccountConfig], token: str) -> Viewer | None:
     """The account and role of an API token, as the config lists its SHA-256; every hash
     is compared, each in constant time. The token id in logs is a prefix of that hash."""
@@ -101,11 +98,21 @@ class Gate:
         cookie_path: str,
         clock: Clock,
     ) -> None:
-        self.accounts = tuple(accounts)
-        self.read_only = read_only
+        self.accounts: tuple[AccountConfig, ...] = ()
+        self.tokens: dict[tuple[str, str], bool] = {}
+        self.configure(accounts, read_only)
         self.key = key
         self.cookie_path = cookie_path
         self.clock = clock
+
+    def configure(self, accounts: Sequence[AccountConfig], read_only: bool) -> None:
+        """The accounts and tokens sessions are checked against (at start, after a reload)."""
+        self.accounts = tuple(accounts)
+        self.read_only = read_only
+        # (account, token id) -> whether the token may only read
+        self.tokens = {
+            (a.id, h[:12]): h in a.read_only_sha256 for a in accounts for h in a.token_sha256
+        }
 
     def _now_s(self) -> float:
         return self.clock() / 1000
@@ -119,9 +126,17 @@ class Gate:
             return Viewer("local", "", self.read_only)
         value = request.cookies.get(COOKIE)
         found = verify(self.key, value, self._now_s()) if value else None
-        if found is None:
+        return None if found is None else self.current(found)
+
+    def current(self, v: Viewer) -> Viewer | None:
+        """``v`` as the running config has it now: None once its token is gone, read-only
+        once the token (or the whole dashboard) is."""
+        if not self.accounts:
+            return Viewer("local", "", self.read_only)
+        reads = self.tokens.get((v.account, v.token_id))
+        if reads is None:
             return None
-        return found._replace(read_only=found.read_only or self.read_only)
+        return v._replace(read_only=v.read_only or reads or self.read_only)
 
     def login(self, token: str) -> Viewer | None:
         v = identify(self.accounts, token)

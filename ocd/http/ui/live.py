@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,11 +197,16 @@ class Hub:
 
 
 async def stream(
-    request: web.Request, hub: Hub, account: str, headers: dict[str, str]
+    request: web.Request,
+    hub: Hub,
+    account: str,
+    headers: dict[str, str],
+    allowed: Callable[[], bool] = lambda: True,
 ) -> web.StreamResponse:
     """One Server-Sent Events stream: the shared snapshot of ``account`` when it changes, at
     most once a tick; a comment every KEEPALIVE_S; after ``Last-Event-ID`` it starts with
-    the next change instead of the snapshot the browser has already seen."""
+    the next change instead of the snapshot the browser has already seen. It ends before
+    the first write ``allowed`` refuses (the session's token was removed by a reload)."""
     response = web.StreamResponse(
         headers={
             **headers,
@@ -220,9 +226,11 @@ async def stream(
             try:
                 item = await asyncio.wait_for(sub.queue.get(), KEEPALIVE_S)
             except TimeoutError:
+                if not allowed():
+                    break
                 await response.write(b": keep-alive\n\n")
                 continue
-            if item is None:  # shutdown
+            if item is None or not allowed():  # shutdown, or the session has ended
                 break
             await response.write(_event(*item))
     except ConnectionResetError:

@@ -291,8 +291,9 @@ class Daemon:
         server = self.config.server
         app = web.Application()
         app[BODY_POLICY] = BodyPolicy(MIB, server.body_timeout_s)
-        OpsRoutes(self).add_to(app.router)
-        add_api(app, api, Guard(server.host, lambda: api.accounts.open))
+        guard = Guard(server.host, lambda: api.accounts.open)
+        OpsRoutes(self, guard).add_to(app.router)
+        add_api(app, api, guard)
         if self.config.ui.enabled:
             self.ui = Dashboard(self)
             await self.ui.open()

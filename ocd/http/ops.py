@@ -11,14 +11,19 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from ocd import cron
 from ocd.counts import queue_counts
+from ocd.http.browsers import Guard
 from ocd.http.view import DaemonView
 
 OpsSource = DaemonView  # the ops endpoints read the daemon's view as it is
 
 
 class OpsRoutes:
-    def __init__(self, source: OpsSource) -> None:
+    """``guard`` keeps web pages out of status, metrics and scheduled runs (a page in the
+    user's browser is a loopback client too): ``ocd.http.browsers``."""
+
+    def __init__(self, source: OpsSource, guard: Guard | None = None) -> None:
         self.source = source
+        self.guard = guard
 
     def add_to(self, router: web.UrlDispatcher) -> None:
         router.add_get("/__ocd/healthz", self.healthz)
@@ -57,11 +62,17 @@ class OpsRoutes:
         return web.json_response(body, status=200 if ready else 503)
 
     async def status(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return web.json_response({"error": refused}, status=403)
         if not self._allowed(request):
             return web.json_response({"error": "only served on loopback"}, status=403)
         return web.json_response(await self.report())
 
     async def metrics(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return web.Response(status=403, text=refused + "\n")
         if not self._allowed(request):
             return web.Response(status=403, text="only served on loopback\n")
         src = self.source
@@ -71,6 +82,9 @@ class OpsRoutes:
     async def scheduled(self, request: web.Request) -> web.Response:
         """Run scheduled() handlers now, as ``wrangler dev --test-scheduled`` does:
         ``?cron=*/5+*+*+*+*`` (optional) and ``?worker=NAME`` (optional); loopback only."""
+        refused = self._refusal(request)
+        if refused is not None:
+            return web.json_response({"error": refused}, status=403)
         if not _loopback(request):
             return web.json_response({"error": "only served on loopback"}, status=403)
         expr = request.query.get("cron")
@@ -99,6 +113,9 @@ class OpsRoutes:
         }
         failed = any(r.outcome != "ok" for r in runs)
         return web.json_response(body, status=500 if failed else 200)
+
+    def _refusal(self, request: web.Request) -> str | None:
+        return None if self.guard is None else self.guard.refusal(request)
 
     def _allowed(self, request: web.Request) -> bool:
         """Status and metrics name every account's queues: with accounts configured (and so

@@ -145,3 +145,19 @@ async def test_a_cross_site_form_post_and_a_foreign_host_are_refused(sqs: SqsDae
     # a client's own request, no browser headers, goes through
     async with sqs.session.post(sqs.endpoint + "/", data={"Action": "ListQueues"}) as r:
         assert r.status == 200 and "/jobs" in await r.text()
+
+
+async def test_web_pages_cannot_read_status_or_metrics_or_trigger_crons(start_daemon):
+    running = await start_daemon()
+    s, base = running.session, running.base
+    for method, path in (
+        ("GET", "/__ocd/status"),
+        ("GET", "/__ocd/metrics"),
+        ("POST", "/__ocd/scheduled"),
+    ):
+        async with s.request(method, base + path, headers=CROSS_SITE) as r:
+            assert r.status == 403, (path, r.status)
+        async with s.request(method, base + path, headers={"Host": "evil.example:8787"}) as r:
+            assert r.status == 403, (path, r.status)
+    async with s.get(base + "/__ocd/status") as r:  # ocd status, curl: as before
+        assert r.status == 200

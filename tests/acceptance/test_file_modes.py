@@ -16,6 +16,7 @@ import pytest
 from tests.acceptance.conftest import APPS, REPO, OcdProcess, ocd_command
 from tests.helpers import wait_sync
 from tests.js import JS_APP, js_section, why_unavailable
+from tests.pg import store_config_toml
 
 pytestmark = [pytest.mark.sqlite_only, pytest.mark.timeout(120)]
 
@@ -47,10 +48,11 @@ queue = "to-js"
 """
 
 
-def _config(tmp: Path, data_dir: Path, js: bool) -> Path:
-    cfg = tmp / f"ocd-{data_dir.name}.toml"
+def _config(tmp: Path, data_dir: Path, js: bool, store: str = "") -> Path:
+    cfg = tmp / f"ocd-{data_dir.parent.name}.toml"
     cfg.write_text(
         f'[server]\nlisten = "127.0.0.1:0"\ndata_dir = "{data_dir}"\nshutdown_timeout = 5\n'
+        + store
         + PY_WORKER
         + (JS_WORKER if js else "")
     )
@@ -136,6 +138,36 @@ async def test_everything_ocd_creates_is_owner_only(tmp_path, umask, js):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert _open_to_others(tmp_path / "restored") == []
+
+
+async def test_migrating_out_and_a_postgresql_node_leave_owner_only_files(tmp_path, pg_dsn):
+    """``ocd migrate-store`` reads a stopped SQLite node out (its export); a node on
+    PostgreSQL keeps ``postgres.mark`` in its own data directory."""
+    umask = 0o022
+    data = tmp_path / "sqlite" / "data"
+    p = OcdProcess(_config(tmp_path, data, False), preexec_fn=lambda: os.umask(umask))
+    try:
+        port = p.wait_started(60)
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"http://127.0.0.1:{port}/send", json={"body": "x"}) as r:
+                assert r.status == 200, await r.text()
+        assert p.stop() == 0
+    finally:
+        p.close()
+    done = _ocd(umask, "migrate-store", "--from", str(data), "--to", pg_dsn)
+    assert done.returncode == 0, done.stderr
+    assert _open_to_others(tmp_path / "sqlite") == []
+
+    pg_data = tmp_path / "pg" / "data"
+    cfg = _config(tmp_path, pg_data, False, store_config_toml("postgres", pg_dsn))
+    p = OcdProcess(cfg, preexec_fn=lambda: os.umask(umask))
+    try:
+        p.wait_started(60)
+        assert p.stop() == 0
+    finally:
+        p.close()
+    assert (pg_data / "postgres.mark").exists()
+    assert _open_to_others(tmp_path / "pg") == []
 
 
 async def test_workerd_gets_a_short_environment_without_ocds_secrets(tmp_path):

@@ -1,7 +1,8 @@
 """Every file and directory ocd creates is owner-only, whatever the umask: the database and
 everything beside it, a backup (which holds every message body and the dashboard's keys),
 a restored database, JavaScript workers' bundles, generated config and sockets. And workerd
-is started with a short list of ocd's environment, never its secrets."""
+is started with a short list of ocd's environment, never its secrets; a secret_file others
+can read is refused."""
 
 from __future__ import annotations
 
@@ -194,3 +195,24 @@ async def test_workerd_gets_a_short_environment_without_ocds_secrets(tmp_path):
         assert p.stop() == 0
     finally:
         p.close()
+
+
+def test_check_config_refuses_a_secret_file_others_can_read(tmp_path):
+    secret = tmp_path / "acme.secret"
+    secret.write_text("wJalrXUtnFEMI\n")
+    secret.chmod(0o644)
+    cfg = tmp_path / "ocd.toml"
+    cfg.write_text(
+        '[server]\nlisten = "127.0.0.1:0"\n\n[[accounts]]\nid = "acme"\n'
+        f'token_sha256 = ["{"0" * 64}"]\nsqs_account_id = "111122223333"\n'
+        'sqs_keys = [{ access_key_id = "AKIAACMEFILEKEY0", secret_file = "acme.secret" }]\n'
+    )
+    done = _ocd(0o022, "check-config", "-c", str(cfg))
+    assert done.returncode == 2
+    assert f"{cfg}: accounts[0].sqs_keys[0].secret_file: {secret} is open to group or " in (
+        done.stderr
+    )
+    assert "expected 0600 or 0400 (owner only), got 0644" in done.stderr
+    secret.chmod(0o600)
+    done = _ocd(0o022, "check-config", "-c", str(cfg))
+    assert done.returncode == 0, done.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -455,9 +456,17 @@ class _Loader:
             return None
         path = absolute_path(self.config.path.parent, path_text)
         try:
+            mode = stat.S_IMODE(path.stat().st_mode)
             value = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as e:
             k.problem("secret_file", f"cannot read {path}: {e}")
+            return None
+        if mode & 0o077:  # refused, as ssh refuses a private key others can read
+            k.problem(
+                "secret_file",
+                f"{path} is open to group or others: expected 0600 or 0400 (owner only), "
+                f"got {mode:04o}; run chmod 600 {path}",
+            )
             return None
         if not value:
             k.problem("secret_file", f"{path} is empty")

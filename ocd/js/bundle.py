@@ -4,9 +4,10 @@ conditions workerd/worker/browser, es2024), into the data directory."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
+
+from ocd.files import CHILD_UMASK, FILE_MODE, private_dir, write_file
 
 # Kept external as wrangler and workerd keep them: provided by workerd at run time.
 EXTERNAL = ("node:*", "cloudflare:*", "workerd:*", "__STATIC_CONTENT_MANIFEST")
@@ -26,10 +27,10 @@ class BundleError(Exception):
 def bundle(esbuild: Path, main: Path, out_dir: Path, no_bundle: bool = False) -> Path:
     """``main`` bundled into ``out_dir/index.js`` (or, with ``no_bundle``, copied as is);
     the path of the module workerd loads."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(out_dir, tighten=True)
     out = out_dir / "index.js"
     if no_bundle:
-        shutil.copyfile(main, out)
+        write_file(out, main.read_bytes())
         return out
     args = [
         str(esbuild),
@@ -49,13 +50,14 @@ def bundle(esbuild: Path, main: Path, out_dir: Path, no_bundle: bool = False) ->
         *(f"--external:{e}" for e in EXTERNAL),
     ]
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120, umask=CHILD_UMASK)
     except subprocess.TimeoutExpired:
         raise BundleError(main, [f"{main}: esbuild did not finish in 120 s"]) from None
     except OSError as e:
         raise BundleError(main, [f"{main}: cannot run esbuild ({esbuild}): {e}"]) from None
     if done.returncode != 0:
         raise BundleError(main, _problems(done.stderr, main))
+    out.chmod(FILE_MODE)  # a bundle an older ocd wrote keeps its mode when esbuild rewrites it
     return out
 
 

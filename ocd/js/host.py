@@ -28,6 +28,7 @@ from aiohttp import web
 
 from ocd.config import Config, WorkerConfig
 from ocd.errors import WorkerLoadError, WorkerLoadErrors
+from ocd.files import FILE_MODE, private_dir, write_file
 from ocd.js import bundle, capnp, toolchain
 from ocd.js.invoke import Bridge, WorkerdKind
 from ocd.js.producer import ProducerEndpoint
@@ -78,6 +79,7 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     except toolchain.ToolMissing as e:
         raise WorkerLoadErrors([fail(first, "main", str(e))]) from None
     out = config.server.data_dir / "workerd"
+    private_dir(out, tighten=True)  # bundles and config.capnp (the bridge's secret) in it
     newest = toolchain.newest_compatibility_date(tools.workerd, out / "probe")
     errors: list[WorkerLoadError] = []
     prepared: list[capnp.JsWorker] = []
@@ -115,7 +117,7 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     if errors:
         raise WorkerLoadErrors(errors)
     source = resources.files("ocd.js").joinpath("bridge.js")
-    (out / "bridge.js").write_text(source.read_text())
+    write_file(out / "bridge.js", source.read_text())
     digest = hashlib.sha256(repr((tools, prepared, _bindings(config))).encode())
     for jw in prepared:
         digest.update((out / jw.module_path).read_bytes())
@@ -194,6 +196,8 @@ class WorkerdHost:
         self._runner = web.AppRunner(endpoint.app(), access_log=None)
         await self._runner.setup()
         await web.UnixSite(self._runner, str(self._sock("producer"))).start()
+        # Its directory is 0700 already; the socket itself says so too.
+        self._sock("producer").chmod(FILE_MODE)
         self._write_config()
         await self._start_workerd()
 
@@ -207,9 +211,7 @@ class WorkerdHost:
             secret=self.secret,
             bridge_path="bridge.js",
         )
-        path = p.dir / "config.capnp"
-        path.write_text(text)
-        path.chmod(0o600)  # it holds the start's secret
+        write_file(p.dir / "config.capnp", text)  # it holds the start's secret
 
     async def _start_workerd(self) -> None:
         for name in capnp.sockets_of(self.prepared.workers):

@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocd.files import CHILD_UMASK, private_dir, write_file
+from ocd.js.workerd import environ as workerd_environ
+
 WORKERD_VERSION = "1.20261123.1"
 ESBUILD_VERSION = "0.28.2"
 INSTALL_HINT = f"npm install workerd@{WORKERD_VERSION} esbuild@{ESBUILD_VERSION}"
@@ -67,13 +70,14 @@ def _runnable(path: Path) -> bool:
 def newest_compatibility_date(workerd: Path, probe_dir: Path) -> str | None:
     """The newest compatibility date ``workerd`` supports, from its refusal of a far-future
     one (its ``--version`` prints the release date, which is not that maximum)."""
-    probe_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(probe_dir, tighten=True)
     cfg = probe_dir / "date-probe.capnp"
-    cfg.write_text(
+    write_file(
+        cfg,
         'using Workerd = import "/workerd/workerd.capnp";\n'
         'const config :Workerd.Config = (services = [(name = "p", worker = (modules = [(name '
         '= "p.js", esModule = "export default {}")], compatibilityDate = "2999-12-31"))], '
-        'sockets = [(name = "s", address = "127.0.0.1:0", http = (), service = "p")]);\n'
+        'sockets = [(name = "s", address = "127.0.0.1:0", http = (), service = "p")]);\n',
     )
     try:
         out = subprocess.run(
@@ -81,6 +85,8 @@ def newest_compatibility_date(workerd: Path, probe_dir: Path) -> str | None:
             capture_output=True,
             text=True,
             timeout=30,
+            env=workerd_environ(os.environ),
+            umask=CHILD_UMASK,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

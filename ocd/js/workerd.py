@@ -12,9 +12,10 @@ import logging
 import os
 import re
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ocd.files import CHILD_UMASK
 from ocd.js.capnp import LOG_TAG
 
 log = logging.getLogger("ocd.js.workerd")
@@ -23,11 +24,23 @@ READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 5.0
 _TAGGED = re.compile(re.escape(LOG_TAG).replace(r"\{name\}", r"([A-Za-z0-9_-]+)") + r" ?")
 _SERVICE = re.compile(r"service w_([A-Za-z0-9_-]+): ")
+# What workerd is given of ocd's environment: where things are, the locale and time zone, and
+# the CA roots for its outbound TLS. ocd's own environment holds secrets (SQS keys'
+# ``secret_env``, database DSNs) that no Worker needs; a Worker's vars reach it through the
+# generated config, never through the environment.
+PASSED_ENV = ("PATH", "HOME", "TMPDIR", "TZ", "LANG", "LANGUAGE", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
-def _die_with_parent() -> None:
+def environ(parent: Mapping[str, str]) -> dict[str, str]:
+    """The environment workerd runs with: ``PASSED_ENV`` and the ``LC_*`` of ``parent``."""
+    return {k: v for k, v in parent.items() if k in PASSED_ENV or k.startswith("LC_")}
+
+
+def _in_child() -> None:
     """In the child: workerd gets SIGKILL when ocd dies, even by kill -9 (Linux's
-    PR_SET_PDEATHSIG), so that no orphan keeps serving old code beside a new ocd."""
+    PR_SET_PDEATHSIG), so that no orphan keeps serving old code beside a new ocd; and its
+    unix sockets are as private as their directory (uvloop has no ``umask=``)."""
+    os.umask(CHILD_UMASK)
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -68,7 +81,8 @@ class Workerd:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(write_fd,),
-                preexec_fn=_die_with_parent,
+                preexec_fn=_in_child,
+                env=environ(os.environ),
             )
         finally:
             os.close(write_fd)

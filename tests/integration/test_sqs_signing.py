@@ -44,6 +44,7 @@ def signed_client(
 @pytest.fixture
 async def sqs(tmp_path: Path, store_section: str):
     (tmp_path / "beta.secret").write_text(BETA[1] + "\n")
+    (tmp_path / "beta.secret").chmod(0o600)
     cfg = tmp_path / "ocd.toml"
     cfg.write_text(
         f"""

@@ -60,6 +60,7 @@ def _accounts(tmp_path: Path, account: str, sqs: str = "", environ: dict[str, st
 
 def test_account_sqs_keys_read_their_secret_from_env_or_file(tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text("file-secret\n")
+    (tmp_path / "secret.txt").chmod(0o600)
     got = _accounts(
         tmp_path,
         'sqs_account_id = "111122223333"\n'
@@ -74,6 +75,23 @@ def test_account_sqs_keys_read_their_secret_from_env_or_file(tmp_path: Path) -> 
         ("AKIAACMEFILEKEY0", "file-secret"),
     ]
     assert "env-secret" not in repr(acme)  # secrets stay out of logs and tracebacks
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660], ids=oct)
+def test_a_secret_file_open_to_group_or_others_is_refused(tmp_path: Path, mode: int) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("file-secret\n")
+    secret.chmod(mode)
+    with pytest.raises(ConfigError) as info:
+        _accounts(tmp_path, _ID + f'[{{ {_AK}, secret_file = "secret.txt" }}]\n')
+    (problem,) = info.value.problems
+    assert problem.key_path == "accounts[0].sqs_keys[0].secret_file"
+    said = str(problem)
+    assert str(tmp_path / "ocd.toml") in said  # the config file
+    assert str(secret) in said  # the secret file
+    assert f"got {mode:04o}" in said
+    assert "expected 0600 or 0400" in said
+    assert "file-secret" not in said
 
 
 def test_with_accounts_the_sqs_listener_may_leave_loopback(tmp_path: Path) -> None:

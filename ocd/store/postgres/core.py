@@ -43,6 +43,7 @@ from ocd.errors import (
     StoreFull,
     StoreUnavailable,
 )
+from ocd.files import private_dir
 from ocd.store import rules
 from ocd.store.catalogue import Catalogue
 from ocd.store.postgres import fifo, mark, sql
@@ -208,7 +209,7 @@ class PostgresCore:
             start = max(durable, record.seq if record is not None else 0)
             recorder = mark.Recorder(path, database_id, start, self.where)
             try:
-                self.data_dir.mkdir(parents=True, exist_ok=True)
+                private_dir(self.data_dir)
             except OSError:
                 pass  # the recorder says so
             recorder.start()

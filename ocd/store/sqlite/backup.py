@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from ocd.errors import SchemaError, StoreError, StoreLockedError
+from ocd.files import new_file, private_dir
 from ocd.store.sqlite import guard, sql
 from ocd.store.sqlite.mark import remove_mark
 from ocd.store.sqlite.store import DB_NAME
@@ -26,7 +27,12 @@ def backup(data_dir: Path, dest: Path) -> int:
     if dest.exists():
         raise StoreError(f"{dest} exists; refusing to overwrite it")
     tmp = dest.with_name(dest.name + ".partial")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a copy a kill -9 cut short
     try:
+        # The copy holds every message body and the dashboard's keys: as private as the
+        # database from its first byte, never a file SQLite creates with the umask's mode.
+        new_file(tmp)
         src = sqlite3.connect(f"file:{src_path}?mode=ro", uri=True, timeout=30)
         try:
             out = sqlite3.connect(tmp)
@@ -41,6 +47,8 @@ def backup(data_dir: Path, dest: Path) -> int:
         os.replace(tmp, dest)
     except sqlite3.Error as e:
         raise StoreError(f"backup of {src_path} failed: {e}") from e
+    except OSError as e:
+        raise StoreError(f"cannot write {tmp}: {e.strerror}") from e
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -57,7 +65,7 @@ def restore(src: Path, data_dir: Path) -> None:
         _check(src)
     except sqlite3.Error as e:
         raise SchemaError(f"{src} is not a usable ocd backup: {e}") from e
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     target = data_dir / DB_NAME
     try:
         fd = guard.lock(target)
@@ -65,7 +73,10 @@ def restore(src: Path, data_dir: Path) -> None:
         raise StoreLockedError(f"ocd is running on {data_dir}; stop it before restoring") from None
     try:
         tmp = data_dir / (DB_NAME + ".restoring")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
         try:
+            new_file(tmp)
             con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
             out = sqlite3.connect(tmp)
             try:

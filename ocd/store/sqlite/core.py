@@ -24,6 +24,7 @@ from ocd.errors import (
     StoreFull,
     StoreUnavailable,
 )
+from ocd.files import private_dir
 from ocd.store.catalogue import Catalogue
 from ocd.store.rows import (
     consumer_from_row,
@@ -82,7 +83,7 @@ class SqliteCore:
 
     async def open(self, now_ms: int) -> None:
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.data_dir)
         except OSError as e:
             raise StoreError(f"cannot use data directory {self.data_dir}: {e.strerror}") from e
         existed = self.path.exists()

@@ -32,6 +32,8 @@ backend reports its table counters when it exits, and an idle one only up to 10 
   ``(n_tup_ins + n_tup_upd - n_tup_hot_upd) x its indexes``: an upper bound, since a row
   outside a partial index's predicate (a message without a PUSH owner, say) adds no entry;
 * ``wal_bytes_per_msg``: WAL written between the two reads.
+* ``xacts_per_batch``: transactions the database ran for each 100 messages sent, claimed
+  and acked (``pg_stat_database``); the bench's own few reads between the two are in it.
 
 A ``CHECKPOINT`` before the first read makes every run start with the same full-page
 writes to come, and keeps the run's WAL in ``pg_wal`` for ``pg_walinspect``. The second
@@ -177,6 +179,16 @@ class PgWrites:
             out[name] = tuple(int(v) for v in values)
         return out
 
+    def xacts(self) -> int:
+        """Transactions the database has committed or rolled back (reported, like the
+        table counters, when a backend goes idle or exits)."""
+        return int(
+            self.sql(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                "WHERE datname = current_database()"
+            )
+        )
+
     def wal_lsn(self) -> str:
         return self.sql("SELECT pg_current_wal_insert_lsn()")
 
@@ -241,7 +253,7 @@ async def pg_run(pg: PgServer, dsn: str, n: int, fifo: bool) -> dict[str, float]
     writes.no_autovacuum()
     writes.wait_closed()
     writes.sql("CHECKPOINT")
-    before, lsn0 = writes.counters(), writes.wal_lsn()
+    before, lsn0, xacts0 = writes.counters(), writes.wal_lsn(), writes.xacts()
 
     store = make_store("postgres", dsn=dsn, durability="full")
     await store.open(int(time.time() * 1000))
@@ -255,6 +267,7 @@ async def pg_run(pg: PgServer, dsn: str, n: int, fifo: bool) -> dict[str, float]
     writes.wait_closed()
     writes.wait_flushed(lsn1)
     out.update(writes_per_msg(before, writes.counters(), n))
+    out["xacts_per_batch"] = (writes.xacts() - xacts0) / (n / BATCH)
     out["wal_bytes_per_msg"] = writes.wal_bytes(lsn0, lsn1) / n
     inserts = writes.index_inserts(lsn0, lsn1)
     if inserts is not None:

@@ -23,6 +23,8 @@
     │   │                      renamed; ``queue``, ``named_by``, ``action``
     │   └── ConsumerInConfig   the queue's consumer is a worker of the config file: it is
     │                          changed or removed there, not over the API; ``worker``
+    ├── HandlerThrew           a handler in another runtime (workerd) threw; ``worker``,
+    │                          ``handler``, and its error already logged with its stack
     ├── ConsumerExists         the queue already has a consumer (one at a time); ``queue``
     ├── ConsumerNotFound       no consumer of that id on the queue; ``queue``, ``consumer_id``
     ├── QueueTypeError         standard and FIFO queues mixed where they cannot be; ``queue``
@@ -184,6 +186,17 @@ class ConsumerInConfig(QueueInUse):
             f"the consumer of {self.queue} is worker {self.worker} in ocd's config file; "
             "remove it there"
         )
+
+
+class HandlerThrew(OcdError):
+    """A worker's handler ran elsewhere (workerd) and threw; its error, with its stack, was
+    logged as it was reported (``worker_error``). str() is one line: the error and where."""
+
+    def __init__(self, worker: str, handler: str, summary: str) -> None:
+        super().__init__(summary)
+        self.worker = worker
+        self.handler = handler
+        self.summary = summary
 
 
 class ConsumerExists(OcdError):

@@ -67,6 +67,7 @@ PULL_BATCH = Range(1, 100)
 SQS_DELAY_S = Range(0, 900)
 SQS_VISIBILITY_S = Range(0, 43_200)
 SQS_MESSAGE_BYTES = 1_048_576
+WORKER_REQUEST_BYTES = 100 * 1024 * 1024  # a request body to a Worker (Free and Pro plans)
 
 # ---------------------------------------------------------------- error codes
 

@@ -404,8 +404,11 @@ def _log_released(route: Route, released: int, outcome: Outcome) -> None:
 
 def _log_batch(route: Route, d: Delivered, retried: bool) -> None:
     duration_ms = round(d.duration_s * 1000, 1)
+    extra: dict[str, object] = {}
+    if d.error is not None:
+        extra["error"] = d.error
     log.info(
-        "queue %s: %d acked, %d retried, %d dead-lettered of %d (%s, %.1f ms)",
+        "queue %s: %d acked, %d retried, %d dead-lettered of %d (%s, %.1f ms)%s",
         route.queue,
         d.acked,
         d.retried,
@@ -413,7 +416,9 @@ def _log_batch(route: Route, d: Delivered, retried: bool) -> None:
         d.size,
         d.outcome,
         duration_ms,
-        extra={
+        f": {d.error}" if d.error else "",
+        extra=extra
+        | {
             "event": "batch_retried" if retried else "batch_acked",
             "worker": route.worker,
             "queue": route.queue,

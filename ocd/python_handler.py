@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -90,5 +91,16 @@ class PythonInvoke:
                 exc_info=exc,
                 extra={"event": "handler_failed", "worker": self.worker, "queue": self.queue},
             )
-            return Outcome("exception", f"{type(exc).__name__}: {exc}"[:300])
+            return Outcome("exception", summary(exc))
         return OUTCOME_OK
+
+
+def summary(exc: BaseException) -> str:
+    """One line for the batch's outcome: ``ValueError: bad (at app.py:12 in queue)``, the
+    frame where it was raised."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        f = frames[-1]
+        text += f" (at {f.filename}:{f.lineno} in {f.name})"
+    return text[:1000]

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import runtime
 from ocd import cron
 from ocd.clock import Clock
-from ocd.errors import StoreError
+from ocd.errors import HandlerThrew, StoreError
 from ocd.loader import Handler
 from ocd.metrics import Metrics
 from ocd.store import Coordination, Lifecycle
@@ -163,6 +163,20 @@ class Scheduler:
                 shown,
                 s.timeout_s,
                 extra={"event": "cron_failed", "worker": s.worker, "cron": shown},
+            )
+        except HandlerThrew as e:  # its stack is logged already, in the worker's own files
+            outcome = "exception"
+            log.error(
+                "worker %s: scheduled() for %r threw %s",
+                s.worker,
+                shown,
+                e.summary,
+                extra={
+                    "event": "cron_failed",
+                    "worker": s.worker,
+                    "cron": shown,
+                    "error": e.summary,
+                },
             )
         except Exception:
             outcome = "exception"

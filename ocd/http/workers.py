@@ -17,7 +17,7 @@ from ocd.loader import Handler
 
 log = logging.getLogger(__name__)
 
-Proxy = Callable[[web.Request, bytes], Awaitable[web.StreamResponse]]
+Proxy = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class WorkerRoute:
@@ -69,13 +69,8 @@ class WorkerRouter:
                 return served
             if route.fetch is None:
                 return route.assets.fallback(request)
-        if route.proxy is not None:
-            body = _Body(request)
-            try:
-                data = await body.read()
-            except (BodyError, ClientGone):
-                return body.answer(route.name)
-            return await route.proxy(request, data)
+        if route.proxy is not None:  # the body is streamed on as it arrives
+            return await route.proxy(request)
         if route.fetch is None:  # no worker routes without fetch or assets
             return web.Response(status=404, text="No worker route matches this path.\n")
         body = _Body(request)

@@ -11,6 +11,7 @@ from ocd.files import CHILD_UMASK, FILE_MODE, private_dir, write_file
 
 # Kept external as wrangler and workerd keep them: provided by workerd at run time.
 EXTERNAL = ("node:*", "cloudflare:*", "workerd:*", "__STATIC_CONTENT_MANIFEST")
+MAP_NAME = "index.js.map"
 _ESBUILD_ERROR = re.compile(r"^\s*(?:✘ )?\[ERROR\] (.*)$")
 _ESBUILD_WHERE = re.compile(r"^\s+(\S+):(\d+):(\d+):\s*$")
 
@@ -29,6 +30,8 @@ def bundle(esbuild: Path, main: Path, out_dir: Path, no_bundle: bool = False) ->
     the path of the module workerd loads."""
     private_dir(out_dir, tighten=True)
     out = out_dir / "index.js"
+    source_map = out_dir / MAP_NAME
+    source_map.unlink(missing_ok=True)  # a stale map would tell wrong lines
     if no_bundle:
         write_file(out, main.read_bytes())
         return out
@@ -46,6 +49,9 @@ def bundle(esbuild: Path, main: Path, out_dir: Path, no_bundle: bool = False) ->
         '--define:process.env.NODE_ENV="production"',
         "--log-level=error",
         "--color=false",
+        # beside the bundle, for ocd to tell stack traces in the user's files
+        "--sourcemap=external",
+        "--sources-content=false",
         f"--outfile={out}",
         *(f"--external:{e}" for e in EXTERNAL),
     ]

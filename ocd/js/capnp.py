@@ -63,17 +63,74 @@ def _text(value: str) -> str:
 
 
 def entry_module(name: str) -> str:
-    """The wrapper each worker runs: its bundle's exports, with console lines tagged."""
+    """The wrapper each worker runs: its bundle's exports, with console lines tagged, and
+    what its ``fetch``/``queue``/``scheduled`` throw reported to ocd (name, message, stack)
+    before the error goes on as it would have: ``queue()`` and ``scheduled()`` rethrow, so
+    workerd's outcome is unchanged; ``fetch()`` answers 500 itself, since workerd's own log
+    line for it names no worker. The reporting binding is taken out of the Worker's env."""
     tag = json.dumps(LOG_TAG.format(name=name))
-    return (
-        'import worker from "./index.js";\n'
-        'export * from "./index.js";\n'
-        'for (const level of ["log", "info", "warn", "error", "debug"]) {\n'
-        "  const original = console[level].bind(console);\n"
-        f"  console[level] = (...args) => original({tag}, ...args);\n"
-        "}\n"
-        "export default worker;\n"
-    )
+    return _ENTRY.replace("__TAG__", tag).replace("__REPORTER__", json.dumps(REPORTER))
+
+
+REPORTER = "__OCD_ERRORS"  # the binding of ocd's error endpoint in each worker's env
+ENTRY_MODULE = "ocd-entry.js"
+_ENTRY = """import worker from "./index.js";
+export * from "./index.js";
+for (const level of ["log", "info", "warn", "error", "debug"]) {
+  const original = console[level].bind(console);
+  console[level] = (...args) => original(__TAG__, ...args);
+}
+const REPORTER = __REPORTER__;
+const stripped = new WeakMap();
+function userEnv(env) {
+  if (!env || typeof env !== "object" || !(REPORTER in env)) return env;
+  let out = stripped.get(env);
+  if (out === undefined) {
+    out = { ...env };
+    delete out[REPORTER];
+    stripped.set(env, out);
+  }
+  return out;
+}
+async function report(env, handler, error, extra) {
+  try {
+    const isError = error instanceof Error;
+    const body = {
+      handler,
+      name: isError ? String(error.name) : typeof error,
+      message: isError ? String(error.message) : String(error),
+      stack: isError && typeof error.stack === "string" ? error.stack : "",
+      ...extra,
+    };
+    await env[REPORTER].fetch("http://ocd/error", { method: "POST", body: JSON.stringify(body) });
+  } catch {
+    // ocd's own channel failing must not change what the Worker's error does
+  }
+}
+const context = {
+  fetch: (request) => ({ method: request.method, url: request.url }),
+  queue: (batch) => ({ queue: batch.queue, ids: batch.messages.map((m) => m.id) }),
+  scheduled: (controller) => ({ cron: controller.cron, scheduledTime: controller.scheduledTime }),
+};
+let entry = worker;
+if (worker && typeof worker === "object") {
+  entry = { ...worker };
+  for (const [name, original] of Object.entries(worker)) {
+    if (typeof original !== "function") continue;
+    entry[name] = async function (event, env, ...rest) {
+      try {
+        return await original.call(worker, event, userEnv(env), ...rest);
+      } catch (e) {
+        if (!(name in context)) throw e;
+        await report(env, name, e, context[name](event));
+        if (name === "fetch") return new Response("Worker threw exception\\n", { status: 500 });
+        throw e;
+      }
+    };
+  }
+}
+export default entry;
+"""
 
 
 def config_text(
@@ -87,6 +144,13 @@ def config_text(
     services: list[str] = []
     for w in workers:
         bindings = [_var(k, v) for k, v in w.vars.items()]
+        bindings.append(f"(name = {_text(REPORTER)}, service = {_text(_error_service(w.name))})")
+        services.append(
+            f"(name = {_text(_error_service(w.name))}, external = (address = "
+            f"{_text(producer_address)}, http = (injectRequestHeaders = ["
+            f'(name = "X-Ocd-Worker", value = {_text(w.name)}), '
+            f'(name = "Authorization", value = {_text(f"Bearer {secret}")})])))'
+        )
         for b in w.producers:
             bindings.append(f"(name = {_text(b)}, queue = {_text(_producer_service(w.name, b))})")
             headers = ", ".join(
@@ -104,7 +168,7 @@ def config_text(
         flags = ", ".join(_text(f) for f in w.compatibility_flags)
         services.append(
             f"(name = {_text(service(w.name))}, worker = (modules = ["
-            f'(name = "ocd-entry.js", esModule = {_text(entry_module(w.name))}), '
+            f"(name = {_text(ENTRY_MODULE)}, esModule = {_text(entry_module(w.name))}), "
             f'(name = "index.js", esModule = embed {_text(w.module_path)})], '
             f"compatibilityDate = {_text(w.compatibility_date)}, "
             f"compatibilityFlags = [{flags}], bindings = [{', '.join(bindings)}]))"
@@ -141,6 +205,10 @@ def config_text(
 def sockets_of(workers: Sequence[JsWorker]) -> list[str]:
     """The names of the sockets workerd reports listening on (``--control-fd``)."""
     return ["bridge", *(http_socket(w.name) for w in workers if w.serves_http)]
+
+
+def _error_service(worker: str) -> str:
+    return f"e_{worker}"
 
 
 def _producer_service(worker: str, binding: str) -> str:

@@ -27,21 +27,18 @@ import aiohttp
 from aiohttp import web
 
 from ocd.config import Config, WorkerConfig
-from ocd.errors import WorkerLoadError, WorkerLoadErrors
+from ocd.errors import HandlerThrew, WorkerLoadError, WorkerLoadErrors
 from ocd.files import FILE_MODE, private_dir, write_file
-from ocd.js import bundle, capnp, toolchain
+from ocd.js import bundle, capnp, proxy, toolchain
 from ocd.js.invoke import Bridge, WorkerdKind
 from ocd.js.producer import ProducerEndpoint
+from ocd.js.reports import ErrorReports, load_maps
 from ocd.js.workerd import Workerd, WorkerdFailed
 from ocd.producer import Producer
 
 log = logging.getLogger(__name__)
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
-_HOP = frozenset(
-    ("connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te",
-     "trailer", "content-length")
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +175,10 @@ class WorkerdHost:
         self._stopping = False
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self.announce = True  # log workerd_started (not for check-config's trial)
+        self.reports = ErrorReports(
+            self.secret,
+            load_maps(prepared.dir, (w.name for w in prepared.workers), config.path.parent),
+        )
 
     # ------------------------------------------------------------ addresses
 
@@ -193,7 +194,9 @@ class WorkerdHost:
         """The producer endpoint, then workerd; ``WorkerdFailed`` (with workerd's own
         words) if it exits before it listens."""
         endpoint = ProducerEndpoint(self.producer, self.secret, _bindings(self.config))
-        self._runner = web.AppRunner(endpoint.app(), access_log=None)
+        app = endpoint.app()
+        self.reports.add_routes(app)
+        self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.UnixSite(self._runner, str(self._sock("producer"))).start()
         # Its directory is 0700 already; the socket itself says so too.
@@ -221,11 +224,15 @@ class WorkerdHost:
             self.prepared.tools.workerd,
             self.prepared.dir / "config.capnp",
             capnp.sockets_of(self.prepared.workers),
+            [x.name for x in self.prepared.workers],
         )
         await w.start()
         w.on_exit = self._exited
         self.workerd = w
-        old, self._bridge = self._bridge, Bridge(str(self._sock("bridge")), self.secret)
+        old, self._bridge = (
+            self._bridge,
+            Bridge(str(self._sock("bridge")), self.secret, self.reports),
+        )
         if old is not None:
             await old.close()
         if not self.announce:
@@ -267,9 +274,10 @@ class WorkerdHost:
             return None
         return self._bridge
 
-    async def fetch(self, worker: str, request: web.Request, body: bytes) -> web.StreamResponse:
-        """A request to one of ``worker``'s routes, passed to workerd (after ocd's own
-        listener checks: auth, limits, connection caps), and its answer passed back."""
+    async def fetch(self, worker: str, request: web.Request) -> web.StreamResponse:
+        """A request to one of ``worker``'s routes, passed to workerd as received (after
+        ocd's own listener checks: auth, limits, connection caps), its answer streamed
+        back (``ocd.js.proxy``)."""
         if not self.up:
             return web.Response(status=503, text="the JavaScript worker runtime is restarting\n")
         session = self._sessions.get(worker)
@@ -279,28 +287,7 @@ class WorkerdHost:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
                 auto_decompress=False,
             )
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
-        url = f"http://{request.host}{request.rel_url}"
-        try:
-            async with session.request(
-                request.method, url, headers=headers, data=body or None, allow_redirects=False
-            ) as r:
-                payload = await r.read()
-                out = [(k, v) for k, v in r.headers.items() if k.lower() not in _HOP]
-                response = web.Response(status=r.status, reason=r.reason, body=payload)
-                for k, v in out:
-                    response.headers.add(k, v)
-                return response
-        except aiohttp.ClientError as e:
-            log.warning(
-                "worker %s: workerd did not answer %s %s: %s",
-                worker,
-                request.method,
-                request.path,
-                e,
-                extra={"event": "fetch_failed", "worker": worker},
-            )
-            return web.Response(status=502, text="the JavaScript worker did not answer\n")
+        return await proxy.forward(session, worker, request)
 
     def scheduled(self, worker: str) -> Callable[..., Awaitable[None]]:
         """``worker``'s ``scheduled()`` as the scheduler calls a handler: through the
@@ -318,8 +305,14 @@ class WorkerdHost:
                 result = await r.json()
             if result.get("noRetry"):
                 controller.noRetry()
-            if result.get("outcome") != "ok":
-                raise RuntimeError(f"scheduled() ended with outcome {result.get('outcome')}")
+            outcome = result.get("outcome")
+            if outcome != "ok":
+                thrown = self.reports.take_scheduled(
+                    worker, controller.cron, controller.scheduledTime
+                )
+                if thrown is not None:
+                    raise HandlerThrew(worker, "scheduled", thrown.summary())
+                raise RuntimeError(f"scheduled() ended with outcome {outcome}")
 
         return call
 

@@ -17,16 +17,20 @@ import json
 import logging
 import struct
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
 
 from ocd.js.capnp import bridge_binding
+from ocd.js.reports import ErrorReports
 from ocd.pipeline import ABORTED, OUTCOME_OK, UNREACHED, Invoke, Outcome, Route
 from ocd.store import Delivery
 from runtime import BatchMarks, MessageBatch
 
 log = logging.getLogger(__name__)
+
+_ERROR_CHARS = 1000  # of an error's summary kept with the batch's outcome
 
 
 class WorkerdKind:
@@ -43,12 +47,13 @@ class WorkerdKind:
 class Bridge:
     """The bridge Worker of one workerd start."""
 
-    def __init__(self, socket_path: str, secret: str) -> None:
+    def __init__(self, socket_path: str, secret: str, reports: ErrorReports) -> None:
         self.session = aiohttp.ClientSession(
             connector=aiohttp.UnixConnector(path=socket_path),
             timeout=aiohttp.ClientTimeout(total=None),
         )
         self.headers = {"Authorization": f"Bearer {secret}"}
+        self.reports = reports  # what the worker's handlers threw
 
     async def close(self) -> None:
         await self.session.close()
@@ -104,7 +109,25 @@ class WorkerdInvoke:
             return Outcome(UNREACHED, f"workerd unreachable: {e}")
         except (aiohttp.ClientError, ValueError) as e:  # it may have run
             return Outcome("exception", f"lost the bridge: {type(e).__name__}: {e}"[:300])
-        return _apply(result, batch._marks, batch.queue, self.worker)
+        outcome = _apply(result, batch._marks)
+        if outcome.name == OUTCOME_OK.name:
+            return outcome
+        thrown = bridge.reports.take_batch(self.worker, (d.id for d in deliveries))
+        if thrown is not None:  # logged as it arrived, with its stack (worker_error)
+            return replace(outcome, error=thrown.summary()[:_ERROR_CHARS])
+        log.error(
+            "queue %s: handler of worker %s: %s",
+            batch.queue,
+            self.worker,
+            outcome.name,
+            extra={
+                "event": "handler_failed",
+                "worker": self.worker,
+                "queue": batch.queue,
+                "outcome": outcome.name,
+            },
+        )
+        return outcome
 
 
 async def _post(bridge: Bridge, url: str, frame: bytes) -> Any:
@@ -140,7 +163,7 @@ def _frame(batch: MessageBatch, deliveries: Sequence[Delivery]) -> bytes:
     return b"".join([struct.pack(">I", len(head)), head, *(d.body for d in deliveries)])
 
 
-def _apply(result: Any, marks: BatchMarks, queue: str, worker: str) -> Outcome:
+def _apply(result: Any, marks: BatchMarks) -> Outcome:
     """workerd's ``FetcherQueueResult`` as the batch's marks, and the outcome."""
     try:
         marks.acks.update(result.get("explicitAcks") or ())
@@ -156,11 +179,4 @@ def _apply(result: Any, marks: BatchMarks, queue: str, worker: str) -> Outcome:
         return Outcome("exception", f"the bridge's answer was not understood: {e}")
     if outcome == "ok":
         return Outcome(OUTCOME_OK.name, None, undecodable) if undecodable else OUTCOME_OK
-    log.error(
-        "queue %s: handler of worker %s: %s",
-        queue,
-        worker,
-        outcome,
-        extra={"event": "handler_failed", "worker": worker, "queue": queue, "outcome": outcome},
-    )
     return Outcome(outcome, f"queue() ended with outcome {outcome}", undecodable)

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ocd.files import CHILD_UMASK
@@ -29,6 +29,36 @@ _SERVICE = re.compile(r"service w_([A-Za-z0-9_-]+): ")
 # ``secret_env``, database DSNs) that no Worker needs; a Worker's vars reach it through the
 # generated config, never through the environment.
 PASSED_ENV = ("PATH", "HOME", "TMPDIR", "TZ", "LANG", "LANGUAGE", "SSL_CERT_FILE", "SSL_CERT_DIR")
+# workerd's own source positions and severities ("workerd/server/server.c++:393: error: ",
+# "workerd/jsg/value.h:1456: failed: "), its wrapping of a JS error ("remote.jsg.TypeError"),
+# none of which is the Worker's doing
+_WORKERD_WHERE = re.compile(r"(?:[\w./+-]+:\d+: (?:error|warning|info|debug|failed): )+")
+_UNCAUGHT = re.compile(r"^Uncaught exception: (?:[\w./+-]+:\d+: failed: )?")
+_JSG = re.compile(r"\b(?:remote\.)?jsg\.(?=[A-Z]\w*(?:Error|Exception)\b)")
+
+
+def attribute(line: str, sole_worker: str | None) -> tuple[str, str]:
+    """The worker a line of workerd's output belongs to, and the line without workerd's
+    prefixes. An uncaught exception names no worker; with one JS worker it can only be
+    that one's."""
+    worker = "workerd"
+    m = _TAGGED.search(line)
+    if m:
+        worker = m.group(1)
+        line = line[: m.start()] + line[m.end() :]
+    else:
+        s = _SERVICE.search(line)
+        if s:
+            worker = s.group(1)
+    line = _WORKERD_WHERE.sub("", line, count=1) if _WORKERD_WHERE.match(line) else line
+    uncaught = _UNCAUGHT.match(line)
+    if uncaught:
+        line = _JSG.sub("", line[uncaught.end() :])
+        if worker == "workerd" and sole_worker is not None:
+            worker = sole_worker
+    for prefix in ("stdout: ", "stderr: "):
+        line = line.removeprefix(prefix)
+    return worker, line
 
 
 def environ(parent: Mapping[str, str]) -> dict[str, str]:
@@ -54,8 +84,11 @@ class WorkerdFailed(Exception):
 class Workerd:
     """One workerd process serving ``config`` (text capnp, constant ``config``)."""
 
-    def __init__(self, binary: Path, config: Path, sockets: list[str]) -> None:
+    def __init__(
+        self, binary: Path, config: Path, sockets: list[str], workers: Sequence[str] = ()
+    ) -> None:
         self.binary = binary
+        self.sole_worker = workers[0] if len(workers) == 1 else None
         self.config = config
         self.sockets = sockets
         self.proc: asyncio.subprocess.Process | None = None
@@ -137,17 +170,7 @@ class Workerd:
             line = raw.decode(errors="replace").rstrip("\n")
             if level >= logging.WARNING:
                 self._stderr_tail = [*self._stderr_tail[-49:], line]
-            worker = "workerd"
-            m = _TAGGED.search(line)
-            if m:
-                worker = m.group(1)
-                line = line[: m.start()] + line[m.end() :]
-            else:
-                s = _SERVICE.search(line)
-                if s:
-                    worker = s.group(1)
-            for prefix in ("stdout: ", "stderr: "):
-                line = line.removeprefix(prefix)
+            worker, line = attribute(line, self.sole_worker)
             log.log(
                 level,
                 "worker %s: %s",

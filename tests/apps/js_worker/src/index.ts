@@ -28,8 +28,18 @@ function bodyOf(spec: Spec): unknown {
   return spec.body;
 }
 
+let release: (value?: unknown) => void = () => {};
+
+class RouteError extends Error {
+  name = "RouteError";
+}
+
+function throwFrom(handler: string): never {
+  throw new RouteError(`thrown by ${handler}() on purpose`);
+}
+
 export default {
-  async fetch(request: Request, env: Env): Promise<Response> {
+  async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
     const path = new URL(request.url).pathname;
     try {
       if (path.endsWith("/send")) {
@@ -58,10 +68,49 @@ export default {
           { status: 201, headers: { "X-Echo": "yes" } },
         );
       }
+      if (path.endsWith("/headers")) {
+        // what reached the Worker, exactly: every header, and the body's length and digest
+        const body = new Uint8Array(await request.arrayBuffer());
+        const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", body));
+        return Response.json({
+          method: request.method,
+          url: request.url,
+          headers: [...request.headers],
+          length: body.byteLength,
+          sha256: [...digest].map((b) => b.toString(16).padStart(2, "0")).join(""),
+        });
+      }
+      if (path.endsWith("/sse")) {
+        // one event now, the next once the test releases it (/sse-release): a client that
+        // reads the first before the release sees the answer streamed, not buffered
+        const { readable, writable } = new TransformStream();
+        const writer = writable.getWriter();
+        const encoder = new TextEncoder();
+        const released = new Promise((resolve) => {
+          release = resolve;
+          setTimeout(resolve, 20_000);
+        });
+        const events = (async () => {
+          await writer.write(encoder.encode("event: tick\ndata: first\n\n"));
+          await released;
+          await writer.write(encoder.encode("event: tick\ndata: second\n\n"));
+          await writer.close();
+        })();
+        ctx.waitUntil(events);
+        return new Response(readable, { headers: { "Content-Type": "text/event-stream" } });
+      }
+      if (path.endsWith("/sse-release")) {
+        release();
+        return new Response("released");
+      }
+      if (path.endsWith("/throw")) {
+        throwFrom("fetch");
+      }
       if (path.endsWith("/metrics")) {
         return Response.json({ ok: true, result: await env.QUEUE.metrics() });
       }
     } catch (e) {
+      if (e instanceof RouteError) throw e;
       return Response.json({ ok: false, error: String(e) }, { status: 400 });
     }
     return new Response(`hello from ${request.method} ${path}`, { headers: { "X-Worker": "js" } });
@@ -82,6 +131,7 @@ export default {
         if (body.ack) m.ack();
         if ("retry" in body) m.retry({ delaySeconds: body.retry });
         if (body.fail) fail = true;
+        if (body.throwNamed) throwFrom("queue");
         if (body.ackAll) batch.ackAll();
         if ("retryAll" in body) batch.retryAll({ delaySeconds: body.retryAll });
         if (body.sleepFirst && m.attempts === 1) await new Promise((r) => setTimeout(r, body.sleepFirst));

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import re
 
 from tests.helpers import FakeClock, eventually
 
@@ -305,5 +306,9 @@ async def test_a_failed_batch_is_remembered_with_its_error_class_and_message(sta
         return last if last and last["outcome"] == "exception" else None
 
     last = await eventually(failed)
-    assert last["error"] == "RuntimeError: the message asked the handler to fail"
+    # and where it was raised, in the worker's own file
+    assert re.fullmatch(
+        r"RuntimeError: the message asked the handler to fail \(at .*recorder\.py:\d+ in _consume\)",
+        last["error"],
+    ), last["error"]
     assert last["size"] == 1 and last["duration_ms"] >= 0

@@ -4,6 +4,7 @@ batch line, the consumer's last outcome and the cron line say which error it was
 
 from __future__ import annotations
 
+import html
 import logging
 from pathlib import Path
 
@@ -52,6 +53,11 @@ async def test_a_throwing_queue_is_told_with_its_error_stack_and_in_the_batch_li
     assert last is not None and last["outcome"] == "exception"
     assert last["error"] == batch.error
     assert not records(caplog, "handler_failed")  # one record for the error, not two
+    # the dashboard's consumers page shows it with the batch
+    async with js_app.session.get(js_app.base + "/__ocd/ui/consumers") as r:
+        assert r.status == 200, await r.text()
+        page = await r.text()
+    assert html.escape(batch.error) in page
 
 
 async def test_a_throwing_fetch_is_told_without_workerds_prefixes(js_app, caplog):

@@ -115,7 +115,10 @@ const context = {
 let entry = worker;
 if (worker && typeof worker === "object") {
   entry = { ...worker };
-  for (const [name, original] of Object.entries(worker)) {
+  // handlers may be inherited (an instance of a class), which a spread leaves out
+  const names = new Set([...Object.keys(worker), "fetch", "queue", "scheduled", "tail", "email"]);
+  for (const name of names) {
+    const original = worker[name];
     if (typeof original !== "function") continue;
     entry[name] = async function (event, env, ...rest) {
       try {

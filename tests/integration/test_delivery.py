@@ -308,7 +308,8 @@ async def test_a_failed_batch_is_remembered_with_its_error_class_and_message(sta
     last = await eventually(failed)
     # and where it was raised, in the worker's own file
     assert re.fullmatch(
-        r"RuntimeError: the message asked the handler to fail \(at .*recorder\.py:\d+ in _consume\)",
+        r"RuntimeError: the message asked the handler to fail "
+        r"\(at .*recorder\.py:\d+ in _consume\)",
         last["error"],
     ), last["error"]
     assert last["size"] == 1 and last["duration_ms"] >= 0

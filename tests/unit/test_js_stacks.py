@@ -20,7 +20,10 @@ from ocd.js.workerd import attribute
 MAP = {
     "version": 3,
     "sources": ["../src/helper.ts", "../src/index.ts"],
-    "mappings": ";AAEO,SAAS,OAAO,GAAkB;AACvC,QAAM,IAAY;AAClB,QAAM,IAAI,WAAW,OAAO,CAAC,IAAI,CAAC,EAAE;AACtC;;;ACHA,IAAO,gBAAQ;AAAA,EACb,MAAM,MAAM,OAAY;AACtB,WAAO,MAAM,KAAK;AAAA,EACpB;AACF;",
+    "mappings": (
+        ";AAEO,SAAS,OAAO,GAAkB;AACvC,QAAM,IAAY;AAClB,QAAM,IAAI,WAAW,OAAO,CAAC,IAAI,CAAC,EAAE;"
+        "AACtC;;;ACHA,IAAO,gBAAQ;AAAA,EACb,MAAM,MAAM,OAAY;AACtB,WAAO,MAAM,KAAK;AAAA,EACpB;AACF;"
+    ),
     "names": [],
 }
 

@@ -1,5 +1,12 @@
+// The seed's example Worker: fetch sends to env.QUEUE, queue() consumes. A message whose id
+// starts with "hold" waits a minute on its first delivery, so a test can kill ocd mid-batch.
+interface Job {
+  id: string;
+  greeting: string;
+}
+
 interface Env {
-  QUEUE: Queue<{ id: string; greeting: string }>;
+  QUEUE: Queue<Job>;
   GREETING: string;
 }
 
@@ -10,9 +17,14 @@ export default {
     return new Response(`queued ${id}`);
   },
 
-  async queue(batch: MessageBatch<{ id: string; greeting: string }>): Promise<void> {
+  async queue(batch: MessageBatch<Job>): Promise<void> {
     for (const message of batch.messages) {
-      console.log(`consumed ${message.body.id} (${message.body.greeting})`);
+      const { id, greeting } = message.body;
+      console.log(`received ${id} attempt ${message.attempts}`);
+      if (id.startsWith("hold") && message.attempts === 1) {
+        await new Promise((resolve) => setTimeout(resolve, 60_000));
+      }
+      console.log(`consumed ${id} (${greeting})`);
       message.ack();
     }
   },

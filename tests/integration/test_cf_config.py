@@ -188,7 +188,8 @@ def test_a_throw_while_evaluating_names_the_file_and_shows_the_js_error(tmp_path
     path = _project(
         tmp_path,
         'function region(): string {\n  throw new RangeError("no region configured");\n}\n'
-        'export default defineConfig({ worker: { name: region(), entrypoint: "src/index.ts" } });\n',
+        "export default defineConfig({\n"
+        '  worker: { name: region(), entrypoint: "src/index.ts" } });\n',
     )
     (problem,) = _problems(path)
     assert problem.startswith(f"{path}: evaluating the file failed:")

@@ -115,3 +115,20 @@ def test_check_config_accepts_the_seed_project(tmp_path):
     cfg = _app(tmp_path)
     code, err = _check(cfg)
     assert code == 0, err
+
+
+async def test_ocd_dev_reloads_when_the_cf_config_changes(tmp_path, ocd_processes):
+    cfg = _app(tmp_path)
+    p = ocd_processes(cfg, extra_env=TOOLS, command="dev")
+    port = p.wait_started()
+    await eventually(lambda: p.event("dev_watching"), 10)
+    async with aiohttp.ClientSession() as s:
+        await _send(s, port, "before")
+        await eventually(lambda: _logged(p, "consumed before"), 30)
+        cfg.write_text(cfg.read_text().replace("hello from cf.config", "edited greeting"))
+        await eventually(lambda: p.event("reload_applied"), 30)
+        await _send(s, port, "after")
+        assert await eventually(lambda: _logged(p, "consumed after"), 30) == [
+            "consumed after (edited greeting)"
+        ]
+    assert p.stop() == 0

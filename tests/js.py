@@ -14,13 +14,15 @@ TESTS = Path(__file__).resolve().parent
 BIN = TESTS / "node_modules" / ".bin"
 WORKERD = BIN / "workerd"
 ESBUILD = BIN / "esbuild"
+# node evaluates cf.config.ts files; npm needs it, so wherever the toolchain is, so is node.
+NODE = Path(shutil.which("node") or BIN / "node")
 JS_APP = TESTS / "apps" / "js_worker"
 INSTALL = "npm --prefix tests install"
 
 
 def why_unavailable() -> str | None:
     """Why the JS worker tests cannot run here, in one line; None when they can."""
-    if not WORKERD.exists() or not ESBUILD.exists():
+    if not WORKERD.exists() or not ESBUILD.exists() or not NODE.exists():
         npm = "" if shutil.which("npm") else " (npm is missing: apt-get install -y nodejs npm)"
         return (
             f"workerd {WORKERD_VERSION} and esbuild {ESBUILD_VERSION} are not installed in "

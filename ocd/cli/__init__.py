@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
             "-c",
             "--config",
             default=os.environ.get("OCD_CONFIG", "ocd.toml"),
-            help="config file (default: $OCD_CONFIG or ./ocd.toml)",
+            help="config file, or a project's cf.config.ts (default: $OCD_CONFIG or ./ocd.toml)",
         )
         p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
         p.add_argument("--log-format", default="text", choices=["text", "json"])

@@ -24,7 +24,7 @@ DEBOUNCE_MS = 300
 
 
 def watched_paths(config: Config) -> list[Path]:
-    """The config file, every wrangler file, and every worker module's folder."""
+    """The config file, every wrangler or cf.config file, and every worker module's folder."""
     paths = {config.path}
     for w in config.workers:
         if w.source != config.path:

@@ -3,10 +3,11 @@
 file readers (``file``) and the wrangler binding checks (``bindings``)."""
 
 from ocd.config.bindings import AssetsConfig, IgnoredBinding
-from ocd.config.loader import JS_EXTENSIONS, load_config, parse_size
+from ocd.config.loader import load_cf_config, load_config, parse_size
 from ocd.config.model import (
     DEFAULT_DISK_RESERVE,
     DEFAULT_LISTEN,
+    JS_EXTENSIONS,
     LOCAL_ACCOUNT,
     RESERVED_ROUTE_PREFIXES,
     AccountConfig,
@@ -44,6 +45,7 @@ __all__ = [
     "StoreConfig",
     "UiConfig",
     "WorkerConfig",
+    "load_cf_config",
     "load_config",
     "parse_size",
     "redact_dsn",

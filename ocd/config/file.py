@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -37,6 +38,23 @@ def _show(value: object) -> str:
 def absolute_path(base: Path, value: str) -> Path:
     """``value`` resolved against directory ``base``, normalised but symlinks kept."""
     return Path(os.path.normpath(os.path.join(base, value)))
+
+
+def read_secret_file(path: Path) -> str:
+    """The secret held in the file at ``path``; ValueError saying why it cannot be used."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        value = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from None
+    if mode & 0o077:  # refused, as ssh refuses a private key others can read
+        raise ValueError(
+            f"{path} is open to group or others: expected 0600 or 0400 (owner only), "
+            f"got {mode:04o}; run chmod 600 {path}"
+        )
+    if not value:
+        raise ValueError(f"{path} is empty")
+    return value
 
 
 class File:

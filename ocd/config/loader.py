@@ -11,19 +11,27 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from ocd import limits
+from ocd.config import cf_config
 from ocd.config.bindings import IgnoredBinding, assets, crons, unsupported_bindings
-from ocd.config.file import File, Table, absolute_path, is_loopback, parse_listen
+from ocd.config.file import (
+    File,
+    Table,
+    absolute_path,
+    is_loopback,
+    parse_listen,
+    read_secret_file,
+)
 from ocd.config.model import (
     DEFAULT_DISK_RESERVE,
     DEFAULT_LISTEN,
     FIFO_SUFFIX,
+    JS_EXTENSIONS,
     LOCAL_ACCOUNT,
     MAX_DISK_RESERVE,
     RESERVED_ROUTE_PREFIXES,
@@ -64,8 +72,27 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
     directory, and the variable ``[store] dsn_env`` names. Raises ConfigError listing every
     problem found.
     """
+    if cf_config.is_cf_config(path):
+        return load_cf_config(path, environ)
     loader = _Loader(Path(path), os.environ if environ is None else environ)
     config = loader.load()
+    if loader.problems or config is None:
+        raise ConfigError(loader.problems)
+    return config
+
+
+def load_cf_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
+    """A ``cf.config.ts`` (``.js``, ``.mjs``) project run on its own: ocd's defaults, and its
+    Worker as if an ocd.toml said ``[[workers]] cf_config = "cf.config.ts"`` with
+    ``routes = ["/"]``, listening on ``$OCD_LISTEN`` if set (else 127.0.0.1:8787). Raises
+    ConfigError listing every problem found."""
+    path = Path(path)
+    environ = os.environ if environ is None else environ
+    project: dict[str, Any] = {"workers": [{"cf_config": path.name, "routes": ["/"]}]}
+    if environ.get("OCD_LISTEN"):
+        project["server"] = {"listen": environ["OCD_LISTEN"]}
+    loader = _Loader(path, environ)
+    config = loader.load(project)
     if loader.problems or config is None:
         raise ConfigError(loader.problems)
     return config
@@ -85,8 +112,7 @@ _DSN = 'a PostgreSQL connection string ("postgresql://..." or "host=... dbname=.
 _DURABILITY = ("full", "normal")
 
 _TOP_KEYS = ("server", "store", "accounts", "workers", "queues", "ui", "sqs", "js")
-_JS_KEYS = ("workerd", "esbuild")
-JS_EXTENSIONS = (".js", ".mjs", ".ts", ".mts", ".jsx", ".tsx")
+_JS_KEYS = ("workerd", "esbuild", "node")
 _COMPAT_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _COMPAT_FLAG = re.compile(r"[a-z0-9_]{1,100}")
 _UI_KEYS = ("enabled", "read_only", "base_path", "search_scan_limit")
@@ -114,7 +140,7 @@ _ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
-    "no_bundle",
+    "no_bundle", "cf_config",
 )  # fmt: skip
 _PRODUCER_KEYS = ("binding", "queue")
 _CONSUMER_KEYS = (
@@ -192,11 +218,17 @@ class _Loader:
         self.route_owners: dict[str, str] = {}  # route -> worker
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
         self.declared_queues: dict[tuple[str, str], str] = {}  # (account, name) -> key path
+        self.js = JsConfig()
 
-    def load(self) -> Config | None:
-        top = self.config.read(_TOP_KEYS)
+    def load(self, project: dict[str, Any] | None = None) -> Config | None:
+        """The config file, or (``project``) the tables a project file stands for."""
+        if project is None:
+            top = self.config.read(_TOP_KEYS)
+        else:
+            top = self.config.table(project, "", _TOP_KEYS)
         if top is None:
             return None
+        self.js = self._js(top)  # before the workers: a cf.config file needs the toolchain
         store_table = top.table("store", _STORE_KEYS)
         server = self._server(top, store_table)
         store = self._store(store_table, server) if store_table and server is not None else None
@@ -205,7 +237,6 @@ class _Loader:
         declared = [self._queue(p, item) for p, item in top.items("queues")]
         ui = self._ui(top)
         sqs = self._sqs(top)
-        js = self._js(top)
         if self.problems or server is None or store is None:
             return None
         queues = {(q.account, q.name): q for q in declared if q is not None}
@@ -225,7 +256,7 @@ class _Loader:
             warnings=tuple(self.warnings),
             ui=ui,
             sqs=sqs,
-            js=js,
+            js=self.js,
         )
 
     def _js(self, top: Table) -> JsConfig:
@@ -454,24 +485,11 @@ class _Loader:
         path_text = k.text("secret_file", bool, "a file path")
         if path_text is None:
             return None
-        path = absolute_path(self.config.path.parent, path_text)
         try:
-            mode = stat.S_IMODE(path.stat().st_mode)
-            value = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as e:
-            k.problem("secret_file", f"cannot read {path}: {e}")
+            return read_secret_file(absolute_path(self.config.path.parent, path_text))
+        except ValueError as e:
+            k.problem("secret_file", str(e))
             return None
-        if mode & 0o077:  # refused, as ssh refuses a private key others can read
-            k.problem(
-                "secret_file",
-                f"{path} is open to group or others: expected 0600 or 0400 (owner only), "
-                f"got {mode:04o}; run chmod 600 {path}",
-            )
-            return None
-        if not value:
-            k.problem("secret_file", f"{path} is empty")
-            return None
-        return value
 
     def _ui(self, top: Table) -> UiConfig:
         u = top.table("ui", _UI_KEYS)
@@ -538,8 +556,15 @@ class _Loader:
         w = self.config.table(item, path, _WORKER_KEYS)
         if w is None:
             return None
-        wrangler = self._wrangler(w) if "wrangler" in w else None
-        lenient = "wrangler" in w and wrangler is None  # don't add "missing" to a broken wrangler
+        project = "wrangler" if "wrangler" in w else "cf_config" if "cf_config" in w else None
+        if "wrangler" in w and "cf_config" in w:
+            w.problem("cf_config", 'expected one of "wrangler" or "cf_config", got both')
+        wrangler = None
+        if project == "wrangler":
+            wrangler = self._wrangler(w)
+        elif project == "cf_config":
+            wrangler = self._cf_config(w)
+        lenient = project is not None and wrangler is None  # a broken file: no "missing" too
 
         def pick(key: str) -> Table:
             return wrangler if wrangler is not None and key in wrangler else w
@@ -648,6 +673,19 @@ class _Loader:
         # Only the keys ocd reads are checked; the rest (compatibility_date, ...) is ignored.
         shown = self.config.shown.parent / value
         return File(shown, path, self.problems, wrangler=True).read(allowed=None)
+
+    def _cf_config(self, w: Table) -> Table | None:
+        value = w.get("cf_config")
+        if not isinstance(value, str) or not cf_config.is_cf_config(value):
+            what = "a path to a " + ", ".join(cf_config.NAMES) + " file"
+            w.expected("cf_config", what, value)
+            return None
+        path = absolute_path(self.config.path.parent, value)
+        if not path.is_file():
+            w.problem("cf_config", f"file not found: {path}")
+            return None
+        shown = self.config.shown.parent / value
+        return cf_config.read(shown, path, self.problems, self.js, self.environ)
 
     def _main(self, code: Table) -> Path | None:
         value = code.get("main")

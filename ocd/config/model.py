@@ -22,6 +22,10 @@ FIFO_SUFFIX = ".fifo"
 RESERVED_ROUTE_PREFIXES = ("/client/v4", "/__ocd")
 
 
+# A worker whose main ends in one of these is JavaScript or TypeScript and runs in workerd.
+JS_EXTENSIONS = (".js", ".mjs", ".ts", ".mts", ".jsx", ".tsx")
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     host: str
@@ -158,6 +162,7 @@ class JsConfig:
 
     workerd: str | None = None
     esbuild: str | None = None
+    node: str | None = None  # evaluates cf.config.ts files
 
 
 @dataclass(frozen=True, slots=True)

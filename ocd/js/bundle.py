@@ -62,12 +62,12 @@ def bundle(esbuild: Path, main: Path, out_dir: Path, no_bundle: bool = False) ->
     except OSError as e:
         raise BundleError(main, [f"{main}: cannot run esbuild ({esbuild}): {e}"]) from None
     if done.returncode != 0:
-        raise BundleError(main, _problems(done.stderr, main))
+        raise BundleError(main, esbuild_problems(done.stderr, main))
     out.chmod(FILE_MODE)  # a bundle an older ocd wrote keeps its mode when esbuild rewrites it
     return out
 
 
-def _problems(stderr: str, main: Path) -> list[str]:
+def esbuild_problems(stderr: str, main: Path) -> list[str]:
     """esbuild's errors as "file:line:column: message", the way compilers print them."""
     problems: list[str] = []
     message: str | None = None

@@ -21,7 +21,7 @@ from ocd.js.workerd import environ as workerd_environ
 WORKERD_VERSION = "1.20261123.1"
 ESBUILD_VERSION = "0.28.2"
 INSTALL_HINT = f"npm install workerd@{WORKERD_VERSION} esbuild@{ESBUILD_VERSION}"
-_ENV = {"workerd": "OCD_WORKERD", "esbuild": "OCD_ESBUILD"}
+_ENV = {"workerd": "OCD_WORKERD", "esbuild": "OCD_ESBUILD", "node": "OCD_NODE"}
 _NEWEST = re.compile(r'newest date supported by this server binary is "(\d{4}-\d{2}-\d{2})"')
 
 
@@ -36,7 +36,7 @@ class Toolchain:
 
 
 def find(tool: str, configured: str | None, config_dir: Path, environ: Mapping[str, str]) -> Path:
-    """The ``tool`` binary ("workerd" or "esbuild"); ``ToolMissing`` saying what to run."""
+    """The ``tool`` binary ("workerd", "esbuild" or "node"); ``ToolMissing`` saying what to run."""
     tried: list[str] = []
     if configured:
         path = Path(configured)
@@ -57,6 +57,11 @@ def find(tool: str, configured: str | None, config_dir: Path, environ: Mapping[s
     on_path = shutil.which(tool)
     if on_path:
         return Path(on_path)
+    if tool == "node":
+        raise ToolMissing(
+            "node is not installed (looked in [js] node, $OCD_NODE, node_modules/.bin, PATH); "
+            "cf.config.ts files need it to be evaluated: install Node.js (apt-get install nodejs)"
+        )
     raise ToolMissing(
         f"{tool} is not installed (looked in [js] {tool}, ${_ENV[tool]}, {tried[0]}, PATH); "
         f"JavaScript workers need it: run `{INSTALL_HINT}` beside the config file"

@@ -15,9 +15,13 @@ The rules, each the way local development servers guard themselves:
   that sends no ``Sec-Fetch-Site``, an ``Origin`` that is not the request's own, is a page
   of another site: refused, whatever the method (an ``<img>`` makes a GET). wrangler, the
   Cloudflare SDKs, boto3, aws-cli, ``ocd`` and curl send neither header.
-* **Content types**: the Cloudflare API reads a JSON body only under a JSON content type
-  (``ocd.http.cloudflare.validate``), which a page can send cross-site only after a CORS
-  preflight ocd never grants; a ``text/plain`` form is refused before it is parsed.
+* **Content types**: from a browser, the Cloudflare API reads a JSON body only under a JSON
+  content type (``ocd.http.cloudflare.validate``), which a page can send cross-site only
+  after a CORS preflight ocd never grants; a ``text/plain`` or form body is refused before
+  it is parsed. A browser marks every such request (``Origin`` on any cross-origin POST,
+  ``Sec-Fetch-Site`` on every request of a current browser); a client that sends neither
+  may declare its JSON as it likes (wrangler sends it as ``text/plain``, curl ``-d`` as a
+  form).
 
 Each surface answers a refusal in its own shape (Cloudflare's envelope, SQS's XML or JSON,
 the dashboard's page); Worker fetch routes are the user's own, like ``wrangler dev``, and
@@ -77,6 +81,14 @@ def same_origin(request: web.Request) -> bool:
         return site == "same-origin"
     origin = request.headers.get("Origin")
     return origin is not None and own_origin(request, origin)
+
+
+def from_browser(request: web.Request) -> bool:
+    """A request a browser made: it carries ``Origin`` or ``Sec-Fetch-Site``, which a page
+    cannot remove and a CLI or SDK does not send (node's fetch, and so wrangler, sends
+    ``Sec-Fetch-Mode`` but neither of these)."""
+    h = request.headers
+    return "Origin" in h or "Sec-Fetch-Site" in h
 
 
 def json_type(content_type: str | None) -> bool:

@@ -59,23 +59,31 @@ async def test_a_cross_site_text_plain_purge_is_refused_in_the_envelope(start_da
     assert await _backlog(s, base, "jobs") == 1
 
 
-async def test_a_text_plain_body_is_not_parsed_as_json(start_daemon):
+async def test_a_browsers_text_plain_body_is_not_parsed_as_json(start_daemon):
     running = await start_daemon()
     s, base = running.session, running.base
     await running.send({"keep": 1})
+    purge = '{"delete_messages_permanently":true}'
     async with s.post(
         base + API + "/jobs/purge",
-        data='{"delete_messages_permanently":true}',
-        headers={"Content-Type": "text/plain"},
+        data=purge,
+        headers={"Content-Type": "text/plain", "Sec-Fetch-Site": "same-origin"},
     ) as r:
         assert r.status == 415
         body = await r.json()
         assert body["success"] is False and "application/json" in body["errors"][0]["message"]
     assert await _backlog(s, base, "jobs") == 1
+    # wrangler (node's fetch) sends its JSON as text/plain, with Sec-Fetch-Mode but no
+    # Origin or Sec-Fetch-Site: read as JSON
+    wrangler = {"Content-Type": "text/plain;charset=UTF-8", "Sec-Fetch-Mode": "cors"}
+    async with s.post(base + API + "/jobs/purge", data=purge, headers=wrangler) as r:
+        assert r.status == 200, await r.text()
+    assert await _backlog(s, base, "jobs") == 0
+    await running.send({"keep": 2})
     async with s.post(
         base + API + "/jobs/purge",
-        data='{"delete_messages_permanently":true}',
-        headers={"Content-Type": "application/json; charset=utf-8"},
+        data=purge,
+        headers={"Content-Type": "application/json", "Sec-Fetch-Site": "same-origin"},
     ) as r:
         assert r.status == 200, await r.text()
     assert await _backlog(s, base, "jobs") == 0

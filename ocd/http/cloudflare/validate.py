@@ -8,15 +8,20 @@ from typing import Any
 from aiohttp import web
 
 from ocd.http.body import read_body
-from ocd.http.browsers import json_type
+from ocd.http.browsers import from_browser, json_type
 from ocd.http.cloudflare.envelope import BODY_MALFORMED, ApiError, invalid
 
 _MISSING: Any = object()
 
 
 async def json_object(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
-    # A page can POST text/plain cross-site without asking; application/json it cannot.
-    if request.body_exists and not json_type(request.headers.get("Content-Type")):
+    # A page can POST text/plain or a form cross-site without asking; application/json it
+    # cannot. wrangler sends its JSON as text/plain, but no browser headers.
+    if (
+        request.body_exists
+        and not json_type(request.headers.get("Content-Type"))
+        and from_browser(request)
+    ):
         raise ApiError(
             415,
             BODY_MALFORMED,

@@ -17,6 +17,9 @@ ESBUILD = BIN / "esbuild"
 # node evaluates cf.config.ts files; npm needs it, so wherever the toolchain is, so is node.
 NODE = Path(shutil.which("node") or BIN / "node")
 JS_APP = TESTS / "apps" / "js_worker"
+# The workerd wrangler installs (tests/package.json pins wrangler, which pins its own): the
+# oldest workerd ocd supports, as a Worker project's `npm install` puts it in node_modules.
+WRANGLER_WORKERD = TESTS / "node_modules" / "wrangler" / "node_modules" / ".bin" / "workerd"
 INSTALL = "npm --prefix tests install"
 
 

@@ -19,15 +19,18 @@ def catch_all(config: Config, serving: Collection[str]) -> str | None:
     candidates = [w for w in config.workers if not w.routes and w.name in serving]
     if len(candidates) <= 1:
         return candidates[0].name if candidates else None
-    names = ", ".join(f'"{w.name}"' for w in candidates)
+
+    def others(name: str) -> str:
+        return ", ".join(f'"{w.name}"' for w in candidates if w.name != name)
+
     raise ConfigError(
         [
             Problem(
                 config.path,
                 w.key_path,
-                f'worker "{w.name}" has a fetch handler and no routes, as have {names}: only '
-                'one of them can answer every path; add routes = ["/..."] (the path prefixes '
-                "it serves) to all but one",
+                f'worker "{w.name}" has a fetch handler and no routes, and so has '
+                f"{others(w.name)}: only one of them can answer every path; add "
+                'routes = ["/..."] (the path prefixes it serves) to all but one',
             )
             for w in candidates
         ]

@@ -643,7 +643,7 @@ class _Loader:
             ignore_unsupported_bindings=ignore,
             ignored_bindings=tuple(ignored),
             assets=static,
-            **(self._js_worker(pick) if js else {}),
+            **(self._js_worker(pick, wrangler) if js else {}),
         )
 
     def _missing(self, path: str, wrangler: Table | None, key: str) -> None:
@@ -653,15 +653,16 @@ class _Loader:
         else:  # where wrangler users set it
             wrangler.file.problem("", f'missing required key "{key}"')
 
-    def _js_worker(self, pick: Callable[[str], Table]) -> dict[str, Any]:
+    def _js_worker(self, pick: Callable[[str], Table], wrangler: Table | None) -> dict[str, Any]:
         """A JS/TS worker's own keys: compatibility date and flags, no_bundle. Without a
         date the worker runs on the newest one the workerd in use supports, as ``wrangler
         dev`` does (``ocd.js.host`` resolves it), with a warning."""
         src = pick("compatibility_date")
         date = src.get("compatibility_date")
         if date is None:
+            where = wrangler or src  # a wrangler project sets it in its wrangler file
             self.warnings.append(
-                f"{src.file.shown}: {src.key_path('compatibility_date')}: not set; the worker "
+                f"{where.file.shown}: {where.key_path('compatibility_date')}: not set; the worker "
                 "runs on the newest date the installed workerd supports (as wrangler dev does); "
                 'set e.g. compatibility_date = "2026-11-01" to keep it stable'
             )

@@ -89,7 +89,9 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     for w in workers:
         date = w.compatibility_date or newest or capnp.BRIDGE_DATE  # unset: as wrangler dev
         if newest is not None and date > newest:
-            errors.append(fail(w, "compatibility_date", _too_new(date, newest, version, tools)))
+            errors.append(
+                fail(w, "compatibility_date", _too_new(w.name, date, newest, version, tools))
+            )
             continue
         assert w.main is not None
         try:
@@ -135,12 +137,12 @@ def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
     )
 
 
-def _too_new(date: str, newest: str, version: str, tools: toolchain.Toolchain) -> str:
+def _too_new(name: str, date: str, newest: str, version: str, tools: toolchain.Toolchain) -> str:
     """A worker's date beyond what the binary runs: both dates, the binary as it names
     itself, and the npm command that fixes it (a project's own workerd is found in
     node_modules/.bin before wrangler's)."""
     return (
-        f'this worker requires compatibility date "{date}", but the newest date workerd '
+        f'worker "{name}" requires compatibility date "{date}", but the newest date workerd '
         f'{version} ({tools.workerd}) supports is "{newest}": run `npm install -D '
         f"workerd@{toolchain.WORKERD_VERSION}` beside it (or update wrangler: `npm install -D "
         "wrangler@latest`), or set an older compatibility_date"

@@ -631,6 +631,7 @@ class _Loader:
             name=name or "",
             key_path=path,
             source=code.file.shown,
+            wrangler=None if wrangler is None else wrangler.file.shown,
             main=main,
             module=module,
             routes=self._routes(w, owner),

@@ -85,6 +85,7 @@ class WorkerConfig:
     name: str
     key_path: str  # "workers[0]", for messages about this worker
     source: Path  # config or wrangler file that set main/module, as the user named it
+    wrangler: Path | None = field(default=None, kw_only=True)  # the wrangler file it reads
     main: Path | None
     module: str | None
     routes: tuple[str, ...]

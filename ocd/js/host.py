@@ -69,9 +69,7 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     first = workers[0]
 
     def fail(w: WorkerConfig, key: str, message: str) -> WorkerLoadError:
-        # a worker read from a wrangler file: the key is that file's own
-        where = key if w.source != config.path and key != "main" else f"{w.key_path}.{key}"
-        return WorkerLoadError(w.name, w.source, where, message)
+        return WorkerLoadError(w.name, w.source, _key_path(w, key), message)
 
     try:
         tools = toolchain.Toolchain(
@@ -123,6 +121,14 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     for jw in prepared:
         digest.update((out / jw.module_path).read_bytes())
     return Prepared(tools, tuple(prepared), out, digest.hexdigest(), version, serving)
+
+
+def _key_path(w: WorkerConfig, key: str) -> str:
+    """Where ``key`` of worker ``w`` is, in the file ``w.source``: a wrangler file's keys are
+    at its top."""
+    if w.wrangler is not None and w.source == w.wrangler:
+        return key
+    return f"{w.key_path}.{key}" if key else w.key_path
 
 
 def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
@@ -181,7 +187,7 @@ def check(config: Config) -> Prepared | None:
                 WorkerLoadError(
                     w.name,
                     w.source,
-                    w.key_path,
+                    _key_path(w, ""),
                     "workerd refused the JavaScript worker(s):\n    "
                     + "\n    ".join(_in_users_words(str(e)).splitlines()),
                 )

@@ -6,12 +6,15 @@ ocd cannot read statically (a class, an object built at load), so only running i
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from ocd.files import CHILD_UMASK, write_file
 from ocd.js.capnp import JsWorker, text_literal
+from ocd.js.workerd import environ as workerd_environ
 
 _MARK = "ocd-handlers"
 _LINE = re.compile(_MARK + r" ([A-Za-z0-9_-]+) (\[.*\])")
@@ -41,9 +44,10 @@ def exported(
             f"compatibilityFlags = [{flags}]))"
         )
     cfg = out_dir / "handlers.capnp"
-    cfg.write_text(
+    write_file(
+        cfg,
         'using Workerd = import "/workerd/workerd.capnp";\n'
-        f"const config :Workerd.Config = (services = [{', '.join(services)}]);\n"
+        f"const config :Workerd.Config = (services = [{', '.join(services)}]);\n",
     )
     try:
         done = subprocess.run(
@@ -51,6 +55,8 @@ def exported(
             capture_output=True,
             text=True,
             timeout=60,
+            env=workerd_environ(os.environ),  # it runs the worker's top level code
+            umask=CHILD_UMASK,
         )
     except (OSError, subprocess.TimeoutExpired):
         return {}

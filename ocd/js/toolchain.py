@@ -76,7 +76,11 @@ def binary_version(workerd: Path) -> str:
     """What ``workerd --version`` says (``2026-11-17``), or ``unknown``."""
     try:
         out = subprocess.run(
-            [str(workerd), "--version"], capture_output=True, text=True, timeout=30
+            [str(workerd), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=workerd_environ(os.environ),
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"

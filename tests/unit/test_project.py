@@ -81,3 +81,15 @@ def test_several_workers_with_fetch_and_no_routes_are_each_named(tmp_path):
     assert [s.split(": ")[1] for s in shown] == ["workers[0]", "workers[2]"]
     assert 'worker "a" has a fetch handler and no routes, and so has "c"' in shown[0]
     assert 'add routes = ["/..."]' in shown[0]
+
+
+def test_each_project_file_name_has_its_loader(tmp_path):
+    from ocd.config import load_cf_config
+    from ocd.config.loader import load_ocd_toml, load_wrangler_project
+    from ocd.config.project import loader_for
+
+    assert loader_for(Path("cf.config.ts")) is load_cf_config
+    assert loader_for(Path("a/wrangler.toml")) is load_wrangler_project
+    assert loader_for(Path("staging.jsonc")) is load_wrangler_project
+    assert loader_for(Path("/etc/ocd/ocd.toml")) is load_ocd_toml
+    assert loader_for(Path("other.toml")) is load_ocd_toml

@@ -22,6 +22,7 @@ from aiohttp import web
 import runtime
 from ocd import cron, loader
 from ocd.admin import Admin
+from ocd.catchall import catch_all, routes_of, serving
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config, ConsumerConfig, WorkerConfig, load_config
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
@@ -112,6 +113,7 @@ class Daemon:
     last_reload: dict[str, Any] | None = None  # when, and what it changed or why it failed
     accept_data_loss: bool = False  # ocd serve --accept-data-loss
     js: WorkerdHost | None = None  # JavaScript workers, in workerd
+    catch_all: str | None = None  # the worker without routes that answers every other path
 
     def __post_init__(self) -> None:
         sc = self.config.store
@@ -146,6 +148,10 @@ class Daemon:
             await self._ensure_queues()
             await self.admin.resume_moves()
             await self._start_js()
+            try:
+                self.catch_all = catch_all(self.config, self._serving(self.workers, self.js))
+            except ConfigError as e:
+                raise StartupError(str(e)) from e
             envs = {w.config.name: self._env(w.config) for w in self.workers}
             for key, (worker, policy, kind) in self._consumer_plan(self.workers, envs).items():
                 self._start_dispatcher(key, worker, policy, kind)
@@ -168,6 +174,10 @@ class Daemon:
         self.notifier.ready(self.status_line())
         self._supervise("ocd-watchdog", self.notifier.watchdog())
         self._supervise("ocd-status", self._status_loop())
+
+    @staticmethod
+    def _serving(workers: list[LoadedWorker], js: WorkerdHost | None) -> set[str]:
+        return serving(workers, js.prepared.serving if js is not None else ())
 
     def _schedules(self, workers: list[LoadedWorker], envs: dict[str, runtime.Env]) -> list[Any]:
         """Cron triggers of Python workers, and of JavaScript ones (through the bridge)."""
@@ -385,12 +395,12 @@ class Daemon:
             )
             for w in self.workers
             if w.fetch is not None or w.config.assets is not None
-            for prefix in w.config.routes
+            for prefix in routes_of(w.config.routes, w.config.name, self.catch_all)
         ]
         if self.js is not None:
             for wc in js_workers(self.config):
                 assets = None if wc.assets is None else self._assets(wc)
-                for prefix in wc.routes:
+                for prefix in routes_of(wc.routes, wc.name, self.catch_all):
                     proxy = functools.partial(self.js.fetch, wc.name)
                     routes.append(
                         WorkerRoute(wc.name, prefix, None, runtime.Env({}), assets, proxy)
@@ -576,12 +586,18 @@ class Daemon:
         self.notifier.reloading()
         try:
             try:
-                config = load_config(self.config.path)
+                config = load_config(self.config.path, port=self.config.port_override)
                 weaker = weakenings(self.config, config, self.bound)
                 if weaker:  # judged against where the sockets are bound, not where it says
                     raise ConfigError(weaker)
                 workers = load_workers(config, fresh=True)
                 js, js_change = await self._reload_js(config)
+                try:
+                    chosen = catch_all(config, self._serving(workers, js))
+                except ConfigError:
+                    if js is not None and js is not self.js:
+                        await js.stop()
+                    raise
             except (ConfigError, WorkerLoadErrors) as e:
                 log.error(
                     "reload rejected, the running configuration stays:\n%s",
@@ -591,6 +607,7 @@ class Daemon:
                 self.last_reload = {"at_ms": self.clock(), "applied": False, "error": str(e)}
                 return False
             old_js, self.js = self.js, js
+            self.catch_all = chosen
             summary = await self._apply(config, workers)
             if old_js is not None and old_js is not js:
                 self._retire_js(old_js)

@@ -17,6 +17,14 @@ ESBUILD = BIN / "esbuild"
 # node evaluates cf.config.ts files; npm needs it, so wherever the toolchain is, so is node.
 NODE = Path(shutil.which("node") or BIN / "node")
 JS_APP = TESTS / "apps" / "js_worker"
+# The workerd wrangler installs (tests/package.json pins wrangler, which pins its own), as a
+# Worker project's `npm install` puts it in node_modules/.bin.
+WRANGLER_WORKERD = TESTS / "node_modules" / "wrangler" / "node_modules" / ".bin" / "workerd"
+# The oldest workerd ocd supports (docs/workers-javascript.md): its binary alone, from the
+# platform package, so that its `workerd` command does not take the pinned one's place in
+# node_modules/.bin. Linux x64 only (an optional dependency elsewhere).
+OLDEST_WORKERD_VERSION = "1.20260426.1"
+OLDEST_WORKERD = TESTS / "node_modules" / "workerd-20260426" / "bin" / "workerd"
 INSTALL = "npm --prefix tests install"
 
 

@@ -22,13 +22,20 @@ from typing import Any
 from ocd.cli import consume
 from ocd.cli import queues as cli_queues
 from ocd.cli.logs import setup_logging
-from ocd.config import Config, load_config
+from ocd.config import PROJECT_FILES, Config, find_project, load_config
+from ocd.config.project import DEFAULT_FILE
 from ocd.errors import ConfigError, WorkerLoadErrors
 from ocd.loader import LoadedWorker, load_workers
 
 log = logging.getLogger("ocd")
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_STARTUP = 0, 1, 2, 3
+
+
+def _port(value: str) -> int:
+    if value.isascii() and value.isdigit() and int(value) <= 65535:
+        return int(value)
+    raise argparse.ArgumentTypeError(f"expected a port 0..65535, got {value!r}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,11 +48,22 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "-c",
             "--config",
-            default=os.environ.get("OCD_CONFIG", "ocd.toml"),
-            help="config file, or a project's cf.config.ts (default: $OCD_CONFIG or ./ocd.toml)",
+            default=os.environ.get("OCD_CONFIG"),
+            help="ocd.toml, a project's cf.config.ts, or a Worker project's wrangler.jsonc / "
+            ".json / .toml (default: $OCD_CONFIG, else the first of "
+            + ", ".join(n for n, _ in PROJECT_FILES)
+            + " in the current folder)",
         )
         p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
         p.add_argument("--log-format", default="text", choices=["text", "json"])
+
+    def port_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--port",
+            type=_port,
+            metavar="N",
+            help="listen on port N (instead of the config's, or 8787 for a wrangler project)",
+        )
 
     def accept_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -57,11 +75,13 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the daemon (SIGHUP reloads the config)")
     config_arg(serve)
+    port_arg(serve)
     accept_arg(serve)
     dev = sub.add_parser(
         "dev", help="serve, and reload whenever the config or a worker's code changes"
     )
     config_arg(dev)
+    port_arg(dev)
     accept_arg(dev)
     check = sub.add_parser(
         "check-config", help="validate the config and import every worker, then exit"
@@ -102,16 +122,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(path: str) -> tuple[Config, list[LoadedWorker]]:
+def _project(given: str | None) -> str:
+    """The file named with ``-c`` (or ``$OCD_CONFIG``), else the current folder's project
+    file (``ocd.toml``, ``wrangler.jsonc``, ...); ``ocd.toml`` when there is none, for the
+    "file not found" that names it."""
+    if given:
+        return given
+    found = find_project(Path())
+    return str(found) if found is not None else DEFAULT_FILE
+
+
+def _load(path: str, port: int | None = None) -> tuple[Config, list[LoadedWorker]]:
     """Exactly the validation ``serve`` (and a reload) runs; raises ConfigError or
     WorkerLoadErrors listing every problem."""
-    config = load_config(path)
+    config = load_config(path, port=port)
     for warning in config.warnings:
         log.warning("%s", warning, extra={"event": "config_warning"})
     workers = load_workers(config.workers)
+    from ocd.catchall import catch_all, serving
     from ocd.js.host import check
 
-    check(config)  # JavaScript workers: toolchain, dates, bundles, and workerd loading them
+    js = check(config)  # JavaScript workers: toolchain, dates, bundles, and workerd loading them
+    catch_all(config, serving(workers, js.serving if js is not None else ()))
     return config, workers
 
 
@@ -139,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup_logging("warning", "text")
         return cli_ops.migrate_store(args.source, args.dsn, args.force)
     setup_logging(args.log_level, args.log_format)
+    args.config = _project(args.config)
     if args.command in ("backup", "restore"):
         try:
             config = load_config(args.config)
@@ -149,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_ops.run_backup(config, args.to)
         return cli_ops.run_restore(config, args.source)
     try:
-        config, workers = _load(args.config)
+        config, workers = _load(args.config, getattr(args, "port", None))
     except (ConfigError, WorkerLoadErrors) as e:
         _report_config_errors(e)
         return EXIT_CONFIG

@@ -3,7 +3,7 @@
 file readers (``file``) and the wrangler binding checks (``bindings``)."""
 
 from ocd.config.bindings import AssetsConfig, IgnoredBinding
-from ocd.config.loader import load_cf_config, load_config, parse_size
+from ocd.config.loader import load_cf_config, parse_size
 from ocd.config.model import (
     DEFAULT_DISK_RESERVE,
     DEFAULT_LISTEN,
@@ -23,6 +23,7 @@ from ocd.config.model import (
     UiConfig,
     WorkerConfig,
 )
+from ocd.config.project import PROJECT_FILES, find_project, load_config
 from ocd.dsn import redact_dsn
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "DEFAULT_LISTEN",
     "JS_EXTENSIONS",
     "LOCAL_ACCOUNT",
+    "PROJECT_FILES",
     "RESERVED_ROUTE_PREFIXES",
     "AccountConfig",
     "AssetsConfig",
@@ -45,6 +47,7 @@ __all__ = [
     "StoreConfig",
     "UiConfig",
     "WorkerConfig",
+    "find_project",
     "load_cf_config",
     "load_config",
     "parse_size",

@@ -65,37 +65,43 @@ _UNITS = {
 }
 
 
-def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
-    """Read and validate the config file at ``path``.
+def load_ocd_toml(
+    path: Path, environ: Mapping[str, str] | None = None, port: int | None = None
+) -> Config:
+    """Read and validate the ocd config file at ``path``.
 
     ``environ`` (default ``os.environ``) supplies ``STATE_DIRECTORY``, the default data
-    directory, and the variable ``[store] dsn_env`` names. Raises ConfigError listing every
-    problem found.
+    directory, and the variable ``[store] dsn_env`` names; ``port`` (``--port``) replaces
+    the port of ``[server] listen``. Raises ConfigError listing every problem found.
     """
-    if cf_config.is_cf_config(path):
-        return load_cf_config(path, environ)
-    loader = _Loader(Path(path), os.environ if environ is None else environ)
-    config = loader.load()
-    if loader.problems or config is None:
-        raise ConfigError(loader.problems)
-    return config
+    loader = _Loader(path, os.environ if environ is None else environ, port)
+    return loader.checked(loader.load())
 
 
-def load_cf_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
+def load_wrangler_project(
+    path: Path, environ: Mapping[str, str] | None = None, port: int | None = None
+) -> Config:
+    """A wrangler file as the whole project, as ``wrangler dev`` runs it: its one worker on
+    ``127.0.0.1:8787`` (or ``port``), its data in ``.ocd/`` beside it, and its ``fetch``
+    on every path (the worker has no routes, so it is the catch-all)."""
+    loader = _Loader(path, os.environ if environ is None else environ, port)
+    return loader.checked(loader.load({"workers": [{"wrangler": path.name}]}))
+
+
+def load_cf_config(
+    path: str | Path, environ: Mapping[str, str] | None = None, port: int | None = None
+) -> Config:
     """A ``cf.config.ts`` (``.js``, ``.mjs``) project run on its own: ocd's defaults, and its
     Worker as if an ocd.toml said ``[[workers]] cf_config = "cf.config.ts"`` with
-    ``routes = ["/"]``, listening on ``$OCD_LISTEN`` if set (else 127.0.0.1:8787). Raises
-    ConfigError listing every problem found."""
+    ``routes = ["/"]``, listening on ``$OCD_LISTEN`` if set (else 127.0.0.1:8787), its port
+    replaced by ``port`` (``--port``). Raises ConfigError listing every problem found."""
     path = Path(path)
     environ = os.environ if environ is None else environ
     project: dict[str, Any] = {"workers": [{"cf_config": path.name, "routes": ["/"]}]}
     if environ.get("OCD_LISTEN"):
         project["server"] = {"listen": environ["OCD_LISTEN"]}
-    loader = _Loader(path, environ)
-    config = loader.load(project)
-    if loader.problems or config is None:
-        raise ConfigError(loader.problems)
-    return config
+    loader = _Loader(path, environ, port)
+    return loader.checked(loader.load(project))
 
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
@@ -205,10 +211,11 @@ def _is_var_value(value: object) -> bool:
 class _Loader:
     """One pass over the config file; cross-entry checks keep their state here."""
 
-    def __init__(self, file: Path, environ: Mapping[str, str]) -> None:
+    def __init__(self, file: Path, environ: Mapping[str, str], port: int | None = None) -> None:
         self.problems: list[Problem] = []
         self.config = File(file, Path(os.path.abspath(file)), self.problems, wrangler=False)
         self.environ = environ
+        self.port = port
         self.warnings: list[str] = []
         self.account_ids: dict[str, str] = {}  # id -> key path of its entry
         self.token_owners: dict[str, str] = {}  # token hash -> account id
@@ -219,6 +226,11 @@ class _Loader:
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
         self.declared_queues: dict[tuple[str, str], str] = {}  # (account, name) -> key path
         self.js = JsConfig()
+
+    def checked(self, config: Config | None) -> Config:
+        if self.problems or config is None:
+            raise ConfigError(self.problems)
+        return config
 
     def load(self, project: dict[str, Any] | None = None) -> Config | None:
         """The config file, or (``project``) the tables a project file stands for."""
@@ -257,6 +269,7 @@ class _Loader:
             ui=ui,
             sqs=sqs,
             js=self.js,
+            port_override=self.port,
         )
 
     def _js(self, top: Table) -> JsConfig:
@@ -319,7 +332,7 @@ class _Loader:
         host, port = host_port or ("", 0)
         return ServerConfig(
             host=host,
-            port=port,
+            port=port if self.port is None else self.port,
             data_dir=absolute_path(self.config.path.parent, data_dir or state_dir or ".ocd"),
             durability="normal" if durability == "normal" else "full",
             shutdown_timeout_s=s.number("shutdown_timeout", 0, 3600, 30.0),
@@ -575,7 +588,7 @@ class _Loader:
         named = w if "name" in w or wrangler is None else wrangler  # the entry may override
         name = named.text("name", _NAME.fullmatch, "a worker name (1..63 of A-Z a-z 0-9 _ -)")
         if "name" not in named and not lenient:
-            self.config.problem(path, 'missing required key "name"')
+            self._missing(path, wrangler, "name")
         first = self.worker_names.setdefault(name, path) if name else path
         if first != path:
             named.problem("name", f'worker "{name}" is already declared by {first}')
@@ -591,7 +604,7 @@ class _Loader:
         elif "module" in w:
             module = w.text("module", _is_module_name, 'a dotted module name like "app.worker"')
         elif not lenient:
-            self.config.problem(path, 'missing required key "main" (or "module")')
+            self._missing(path, wrangler, "main")
 
         account = self._account_ref(w)
         vars_ = self._vars(pick("vars"))
@@ -618,6 +631,7 @@ class _Loader:
             name=name or "",
             key_path=path,
             source=code.file.shown,
+            wrangler=None if wrangler is None else wrangler.file.shown,
             main=main,
             module=module,
             routes=self._routes(w, owner),
@@ -630,19 +644,28 @@ class _Loader:
             ignore_unsupported_bindings=ignore,
             ignored_bindings=tuple(ignored),
             assets=static,
-            **(self._js_worker(pick) if js else {}),
+            **(self._js_worker(pick, wrangler) if js else {}),
         )
 
-    def _js_worker(self, pick: Callable[[str], Table]) -> dict[str, Any]:
-        """A JS/TS worker's own keys: compatibility date (required, as wrangler has it) and
-        flags, no_bundle."""
+    def _missing(self, path: str, wrangler: Table | None, key: str) -> None:
+        what = f'"{key}"' if key == "name" else '"main" (or "module")'
+        if wrangler is None:
+            self.config.problem(path, f"missing required key {what}")
+        else:  # where wrangler users set it
+            wrangler.file.problem("", f'missing required key "{key}"')
+
+    def _js_worker(self, pick: Callable[[str], Table], wrangler: Table | None) -> dict[str, Any]:
+        """A JS/TS worker's own keys: compatibility date and flags, no_bundle. Without a
+        date the worker runs on the newest one the workerd in use supports, as ``wrangler
+        dev`` does (``ocd.js.host`` resolves it), with a warning."""
         src = pick("compatibility_date")
         date = src.get("compatibility_date")
         if date is None:
-            src.problem(
-                "compatibility_date",
-                "JavaScript workers need a compatibility date, e.g. compatibility_date = "
-                '"2026-11-01" (as wrangler does)',
+            where = wrangler or src  # a wrangler project sets it in its wrangler file
+            self.warnings.append(
+                f"{where.file.shown}: {where.key_path('compatibility_date')}: not set; the worker "
+                "runs on the newest date the installed workerd supports (as wrangler dev does); "
+                'set e.g. compatibility_date = "2026-11-01" to keep it stable'
             )
         elif not isinstance(date, str) or not _COMPAT_DATE.fullmatch(date):
             src.expected("compatibility_date", 'a date such as "2026-11-01"', date)

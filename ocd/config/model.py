@@ -85,6 +85,7 @@ class WorkerConfig:
     name: str
     key_path: str  # "workers[0]", for messages about this worker
     source: Path  # config or wrangler file that set main/module, as the user named it
+    wrangler: Path | None = field(default=None, kw_only=True)  # the wrangler file it reads
     main: Path | None
     module: str | None
     routes: tuple[str, ...]
@@ -99,7 +100,7 @@ class WorkerConfig:
     assets: AssetsConfig | None = None  # static files served from the worker's routes
     # JavaScript and TypeScript workers (a main of JS_EXTENSIONS) run in workerd:
     runtime: Literal["python", "workerd"] = "python"
-    compatibility_date: str | None = None  # required for workerd workers, as wrangler has it
+    compatibility_date: str | None = None  # None: the newest the workerd in use supports
     compatibility_flags: tuple[str, ...] = ()
     no_bundle: bool = False  # main is loaded as it is, not bundled by esbuild
 
@@ -188,6 +189,7 @@ class Config:
     ui: UiConfig = UiConfig()
     sqs: SqsConfig | None = None
     js: JsConfig = JsConfig()
+    port_override: int | None = None  # ``--port``: a reload reads the file with it again
 
     def queue(self, name: str, account: str = LOCAL_ACCOUNT) -> QueueConfig | None:
         """Settings of queue ``name`` in ``account``; None if the config never names it."""

@@ -15,7 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-BRIDGE_DATE = "2026-11-01"  # the bridge's own compatibility date (the pinned workerd has it)
+# The bridge's own compatibility date: the oldest its features need, so that any recent
+# workerd (wrangler's too) runs it. None of them is gated by a date: Fetcher.queue() and
+# .scheduled() by the flag service_binding_extra_handlers, Response.json(),
+# crypto.subtle.timingSafeEqual() and TextDecoder's fatal mode are there at every date.
+BRIDGE_DATE = "2024-01-01"
 LOG_TAG = "[ocd:{name}]"
 
 
@@ -60,6 +64,9 @@ def _text(value: str) -> str:
             out.append(ch)
     out.append('"')
     return "".join(out)
+
+
+text_literal = _text  # for the other configs ocd writes (ocd.js.handlers)
 
 
 def entry_module(name: str) -> str:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import secrets
 import shutil
 import tempfile
@@ -29,7 +30,7 @@ from aiohttp import web
 from ocd.config import Config, WorkerConfig
 from ocd.errors import HandlerThrew, WorkerLoadError, WorkerLoadErrors
 from ocd.files import FILE_MODE, private_dir, write_file
-from ocd.js import bundle, capnp, proxy, toolchain
+from ocd.js import bundle, capnp, handlers, proxy, toolchain
 from ocd.js.invoke import Bridge, WorkerdKind
 from ocd.js.producer import ProducerEndpoint
 from ocd.js.reports import ErrorReports, load_maps
@@ -47,6 +48,8 @@ class Prepared:
     workers: tuple[capnp.JsWorker, ...]
     dir: Path  # <data_dir>/workerd: bundles, bridge.js, config.capnp
     fingerprint: str  # of the bundles and everything the generated config says
+    workerd_version: str = "unknown"  # what `workerd --version` says
+    serving: frozenset[str] = frozenset()  # workers whose bundle exports fetch()
 
 
 def js_workers(config: Config) -> list[WorkerConfig]:
@@ -66,7 +69,7 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     first = workers[0]
 
     def fail(w: WorkerConfig, key: str, message: str) -> WorkerLoadError:
-        return WorkerLoadError(w.name, w.source, f"{w.key_path}.{key}", message)
+        return WorkerLoadError(w.name, w.source, _key_path(w, key), message)
 
     try:
         tools = toolchain.Toolchain(
@@ -77,22 +80,18 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
         raise WorkerLoadErrors([fail(first, "main", str(e))]) from None
     out = config.server.data_dir / "workerd"
     private_dir(out, tighten=True)  # bundles and config.capnp (the bridge's secret) in it
+    version = toolchain.binary_version(tools.workerd)
     newest = toolchain.newest_compatibility_date(tools.workerd, out / "probe")
     errors: list[WorkerLoadError] = []
-    prepared: list[capnp.JsWorker] = []
+    dated: list[tuple[WorkerConfig, str]] = []
     for w in workers:
-        assert w.main is not None and w.compatibility_date is not None
-        if newest is not None and w.compatibility_date > newest:
+        date = w.compatibility_date or newest or capnp.BRIDGE_DATE  # unset: as wrangler dev
+        if newest is not None and date > newest:
             errors.append(
-                fail(
-                    w,
-                    "compatibility_date",
-                    f'this worker requires compatibility date "{w.compatibility_date}", but the '
-                    f"newest date workerd {toolchain.WORKERD_VERSION} ({tools.workerd}) supports "
-                    f'is "{newest}"',
-                )
+                fail(w, "compatibility_date", _too_new(w.name, date, newest, version, tools))
             )
             continue
+        assert w.main is not None
         try:
             bundle.bundle(tools.esbuild, w.main, out / w.name, w.no_bundle)
         except bundle.BundleError as e:
@@ -100,17 +99,20 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
                 fail(w, "main", "esbuild could not bundle it:\n    " + "\n    ".join(e.problems))
             )
             continue
-        prepared.append(
-            capnp.JsWorker(
-                name=w.name,
-                module_path=f"{w.name}/index.js",
-                compatibility_date=w.compatibility_date,
-                compatibility_flags=w.compatibility_flags,
-                vars=w.vars,
-                producers=tuple(p.binding for p in w.producers),
-                serves_http=bool(w.routes),
-            )
-        )
+        dated.append((w, date))
+    if errors:
+        raise WorkerLoadErrors(errors)
+    found = handlers.exported(
+        tools.workerd,
+        out,
+        [_js_worker(w, date, serves_http=False) for w, date in dated],
+    )
+    # a worker whose handlers could not be read (it fails at load: the trial says why) is
+    # taken to serve, so that its routes reach it
+    serving = frozenset(w.name for w, _ in dated if "fetch" in found.get(w.name, {"fetch"}))
+    prepared = [
+        _js_worker(w, date, serves_http=bool(w.routes) or w.name in serving) for w, date in dated
+    ]
     if errors:
         raise WorkerLoadErrors(errors)
     source = resources.files("ocd.js").joinpath("bridge.js")
@@ -118,7 +120,39 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     digest = hashlib.sha256(repr((tools, prepared, _bindings(config))).encode())
     for jw in prepared:
         digest.update((out / jw.module_path).read_bytes())
-    return Prepared(tools, tuple(prepared), out, digest.hexdigest())
+    return Prepared(tools, tuple(prepared), out, digest.hexdigest(), version, serving)
+
+
+def _key_path(w: WorkerConfig, key: str) -> str:
+    """Where ``key`` of worker ``w`` is, in the file ``w.source``: a wrangler file's keys are
+    at its top."""
+    if w.wrangler is not None and w.source == w.wrangler:
+        return key
+    return f"{w.key_path}.{key}" if key else w.key_path
+
+
+def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
+    return capnp.JsWorker(
+        name=w.name,
+        module_path=f"{w.name}/index.js",
+        compatibility_date=date,
+        compatibility_flags=w.compatibility_flags,
+        vars=w.vars,
+        producers=tuple(p.binding for p in w.producers),
+        serves_http=serves_http,
+    )
+
+
+def _too_new(name: str, date: str, newest: str, version: str, tools: toolchain.Toolchain) -> str:
+    """A worker's date beyond what the binary runs: both dates, the binary as it names
+    itself, and the npm command that fixes it (a project's own workerd is found in
+    node_modules/.bin before wrangler's)."""
+    return (
+        f'worker "{name}" requires compatibility date "{date}", but the newest date workerd '
+        f'{version} ({tools.workerd}) supports is "{newest}": run `npm install -D '
+        f"workerd@{toolchain.WORKERD_VERSION}` beside it (or update wrangler: `npm install -D "
+        "wrangler@latest`), or set an older compatibility_date"
+    )
 
 
 def _bindings(config: Config) -> dict[tuple[str, str], tuple[str, str]]:
@@ -128,13 +162,13 @@ def _bindings(config: Config) -> dict[tuple[str, str], tuple[str, str]]:
     }
 
 
-def check(config: Config) -> None:
+def check(config: Config) -> Prepared | None:
     """What ``check-config`` (and ``serve``, before it opens anything) checks of the JS
     workers: ``prepare``, then workerd loading the generated config once, so that a
     syntax error at load is reported as a config problem, with workerd's own words."""
     prepared = prepare(config)
     if prepared is None:
-        return
+        return None
 
     async def trial() -> None:
         host = WorkerdHost(config, prepared, None)
@@ -153,12 +187,20 @@ def check(config: Config) -> None:
                 WorkerLoadError(
                     w.name,
                     w.source,
-                    w.key_path,
+                    _key_path(w, ""),
                     "workerd refused the JavaScript worker(s):\n    "
-                    + "\n    ".join(str(e).splitlines()),
+                    + "\n    ".join(_in_users_words(str(e)).splitlines()),
                 )
             ]
         ) from None
+    return prepared
+
+
+def _in_users_words(text: str) -> str:
+    """workerd's words with its service names as the config names them: ``service
+    w_<name>`` is worker <name>; the bridge is ocd's, not something the user wrote."""
+    text = re.sub(r"service w_([A-Za-z0-9_-]+):", r'worker "\1":', text)
+    return text.replace("service ocd-bridge:", "ocd's bridge worker:")
 
 
 class WorkerdHost:
@@ -239,7 +281,7 @@ class WorkerdHost:
             return
         log.info(
             "workerd %s serving %d JavaScript worker(s): %s",
-            toolchain.WORKERD_VERSION,
+            self.prepared.workerd_version,
             len(self.prepared.workers),
             ", ".join(x.name for x in self.prepared.workers),
             extra={"event": "workerd_started"},

@@ -72,6 +72,21 @@ def _runnable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
+def binary_version(workerd: Path) -> str:
+    """What ``workerd --version`` says (``2026-11-17``), or ``unknown``."""
+    try:
+        out = subprocess.run(
+            [str(workerd), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=workerd_environ(os.environ),
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.strip().removeprefix("workerd ").strip() or "unknown"
+
+
 def newest_compatibility_date(workerd: Path, probe_dir: Path) -> str | None:
     """The newest compatibility date ``workerd`` supports, from its refusal of a far-future
     one (its ``--version`` prints the release date, which is not that maximum)."""

@@ -29,15 +29,16 @@ def ocd_command(*args: str) -> list[str]:
 
 
 def run_ocd(
-    *args: str, env: dict[str, str] | None = None, stdin: Any = subprocess.DEVNULL
+    *args: str, env: dict[str, str] | None = None, stdin: Any = subprocess.DEVNULL, cwd: Path = REPO
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``ocd ARGS`` to completion from the checkout, capturing its output."""
+    """Run ``ocd ARGS`` to completion (from the checkout, unless ``cwd``), capturing its
+    output."""
     return subprocess.run(
         ocd_command(*args),
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=REPO,
+        cwd=cwd,
         stdin=stdin,
         env=env,
     )
@@ -48,21 +49,23 @@ class OcdProcess:
 
     def __init__(
         self,
-        config: Path,
+        config: Path | None,  # None: no -c, ocd finds the project in ``cwd``
         extra_env: dict[str, str] | None = None,
         command: str = "serve",
         preexec_fn: Any = None,  # run in the child before ocd, e.g. to lower a resource limit
         args: tuple[str, ...] = (),
+        cwd: Path = REPO,
     ) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.update(extra_env or {})
+        given = () if config is None else ("-c", str(config))
         self.proc = subprocess.Popen(
-            ocd_command(command, "-c", str(config), "--log-format", "json", *args),
+            ocd_command(command, *given, "--log-format", "json", *args),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
-            cwd=REPO,
+            cwd=cwd,
             preexec_fn=preexec_fn,
         )
         self.lines: list[str] = []
@@ -130,7 +133,7 @@ class OcdProcess:
 def ocd_processes():
     procs: list[OcdProcess] = []
 
-    def start(config: Path, **kw: Any) -> OcdProcess:
+    def start(config: Path | None, **kw: Any) -> OcdProcess:
         p = OcdProcess(config, **kw)
         procs.append(p)
         return p

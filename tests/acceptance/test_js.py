@@ -218,7 +218,7 @@ def test_check_config_refuses_a_compatibility_date_newer_than_workerd(tmp_path):
     out = _check(tmp_path, "src/ok.js", "export default {};\n", date="2099-01-01")
     assert out.returncode == 2
     assert (
-        'workers[0].compatibility_date: this worker requires compatibility date "2099-01-01"'
+        'workers[0].compatibility_date: worker "w" requires compatibility date "2099-01-01"'
         in out.stderr
     )
     assert "newest date workerd" in out.stderr

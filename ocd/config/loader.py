@@ -93,13 +93,11 @@ def load_cf_config(
 ) -> Config:
     """A ``cf.config.ts`` (``.js``, ``.mjs``) project run on its own: ocd's defaults, and its
     Worker as if an ocd.toml said ``[[workers]] cf_config = "cf.config.ts"`` with
-    ``routes = ["/"]``, listening on ``$OCD_LISTEN`` if set (else 127.0.0.1:8787), its port
-    replaced by ``port`` (``--port``). Raises ConfigError listing every problem found."""
+    ``routes = ["/"]``, listening on 127.0.0.1:8787, its port replaced by ``port``
+    (``--port``), as a wrangler project is. Raises ConfigError listing every problem found."""
     path = Path(path)
     environ = os.environ if environ is None else environ
     project: dict[str, Any] = {"workers": [{"cf_config": path.name, "routes": ["/"]}]}
-    if environ.get("OCD_LISTEN"):
-        project["server"] = {"listen": environ["OCD_LISTEN"]}
     loader = _Loader(path, environ, port)
     return loader.checked(loader.load(project))
 

@@ -22,7 +22,6 @@ TOOLS = {
     "OCD_WORKERD": str(WORKERD),
     "OCD_ESBUILD": str(ESBUILD),
     "OCD_NODE": str(NODE),
-    "OCD_LISTEN": "127.0.0.1:0",
 }
 
 
@@ -50,7 +49,7 @@ async def test_the_seed_project_runs_from_its_cf_config_and_survives_kill_9(
     tmp_path, ocd_processes
 ):
     cfg = _app(tmp_path)
-    first = ocd_processes(cfg, extra_env=TOOLS)
+    first = ocd_processes(cfg, extra_env=TOOLS, args=("--port", "0"))
     port = first.wait_started()
     async with aiohttp.ClientSession() as s:
         await _send(s, port, "first")
@@ -65,7 +64,7 @@ async def test_the_seed_project_runs_from_its_cf_config_and_survives_kill_9(
             await _send(s, port, f"after-{i}")
     first.kill9()
 
-    second = ocd_processes(cfg, extra_env=TOOLS)
+    second = ocd_processes(cfg, extra_env=TOOLS, args=("--port", "0"))
     second.wait_started()
     wanted = {"hold-1", *(f"after-{i}" for i in range(10))}
 
@@ -119,7 +118,7 @@ def test_check_config_accepts_the_seed_project(tmp_path):
 
 async def test_ocd_dev_reloads_when_the_cf_config_changes(tmp_path, ocd_processes):
     cfg = _app(tmp_path)
-    p = ocd_processes(cfg, extra_env=TOOLS, command="dev")
+    p = ocd_processes(cfg, extra_env=TOOLS, command="dev", args=("--port", "0"))
     port = p.wait_started()
     await eventually(lambda: p.event("dev_watching"), 10)
     async with aiohttp.ClientSession() as s:

@@ -149,3 +149,13 @@ async def test_a_next_token_pages_through_every_queue(sqs: SqsDaemon) -> None:
             break
         kwargs["NextToken"] = out["NextToken"]
     assert seen == ["pa", "pb", "pc"]
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\x1b[0m", "\x01"])
+async def test_an_error_echoing_characters_xml_cannot_carry_still_parses(
+    sqs: SqsDaemon, bad: str
+) -> None:
+    url = await _queue_url(sqs)
+    form = {"Action": "ReceiveMessage", "QueueUrl": url, "MaxNumberOfMessages": f"1{bad}"}
+    status, _, code = await query(sqs, form)  # parses the XML
+    assert (status, code) == (400, "InvalidParameterValue")

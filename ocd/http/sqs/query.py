@@ -11,6 +11,7 @@ Both naming styles of flattened lists and maps are read: the query names
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 from xml.sax.saxutils import escape
@@ -156,10 +157,15 @@ _NO_RESULT = {
 
 
 def text(value: object) -> str:
-    """XML text as SQS writes it: ``"`` as ``&quot;`` and CR as ``&#xD;`` too."""
+    """XML text as SQS writes it: ``"`` as ``&quot;`` and CR as ``&#xD;`` too. A character
+    XML 1.0 cannot carry at all (a control character, a lone surrogate, echoed from a bad
+    request) becomes U+FFFD, so the reply still parses."""
     if isinstance(value, bool):
         value = "true" if value else "false"
-    return escape(str(value), {'"': "&quot;", "\r": "&#xD;"})
+    return escape(_NOT_XML.sub("\ufffd", str(value)), {'"': "&quot;", "\r": "&#xD;"})
+
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _element(name: str, value: Any, op: str, out: list[str]) -> None:

@@ -30,7 +30,7 @@ from ocd.http.browsers import Guard
 from ocd.http.sqs import query, shapes, sigv4
 from ocd.http.sqs.actions import ACTIONS
 from ocd.http.sqs.context import Call, SqsContext
-from ocd.http.sqs.errors import SqsError, invalid
+from ocd.http.sqs.errors import CODES, SqsError, invalid
 from ocd.http.sqs.message_actions import MAX_BATCH_BYTES, too_long
 from ocd.http.sqs.queues import MAX_MESSAGE_BYTES
 
@@ -117,6 +117,19 @@ def status_reply(status: int, message: str) -> web.Response:
     )
 
 
+def is_json(request: web.BaseRequest) -> bool:
+    """Whether a request speaks AWS JSON; anything else is the Query protocol."""
+    return request.headers.get("Content-Type", "").startswith("application/x-amz-json")
+
+
+def protocol_error(request: web.BaseRequest, status: int, message: str) -> web.Response:
+    """``status_reply`` in the request's own protocol: the listener's answer to a request
+    aiohttp could not parse or hand over (``ocd.http.guard``)."""
+    if is_json(request):
+        return status_reply(status, message)
+    return _status_xml(status, message, request_id())
+
+
 def error_reply(e: SqsError) -> web.Response:
     return _reply(
         e.status,
@@ -153,22 +166,22 @@ class SqsApp:
         app.router.add_route("*", r"/{tail:[\s\S]*}", _not_found)
 
     async def handle(self, request: web.Request) -> web.Response:
-        is_json = request.headers.get("Content-Type", "").startswith("application/x-amz-json")
+        json_protocol = is_json(request)
         refused = self.guard.refusal(request) if self.guard is not None else None
         if refused is not None:
             e = SqsError("AccessDeniedException", refused)
-            if is_json:
+            if json_protocol:
                 return error_reply(e)
             rid = request_id()
             return _xml(e.status, query.error(e, rid), rid)
         try:
-            return await (self._json(request) if is_json else self._query(request))
+            return await (self._json(request) if json_protocol else self._query(request))
         except Exception:
             # a bug, not the sender's doing: logged with its traceback, answered in the
             # protocol's own envelope without it
             log.exception("sqs request failed", extra={"event": "sqs_internal_error"})
             err = SqsError("InternalFailure", "We encountered an internal error. Please try again.")
-            if is_json:
+            if json_protocol:
                 return error_reply(err)
             rid = request_id()
             return _xml(err.status, query.error(err, rid), rid)
@@ -294,7 +307,9 @@ class _BodyRefused(Exception):
 def _status_xml(status: int, message: str, rid: str) -> web.Response:
     """``status_reply``'s error, in the Query protocol's XML."""
     shape, fault = _status_shape(status)
-    return _xml(status, query.fault(fault, shape.rpartition("#")[2], message, rid), rid)
+    name = shape.rpartition("#")[2]
+    code = CODES[name][0] if name in CODES else name  # the query code, where SQS has one
+    return _xml(status, query.fault(fault, code, message, rid), rid)
 
 
 def _no_constant(name: str) -> Any:

@@ -159,3 +159,28 @@ async def test_an_error_echoing_characters_xml_cannot_carry_still_parses(
     form = {"Action": "ReceiveMessage", "QueueUrl": url, "MaxNumberOfMessages": f"1{bad}"}
     status, _, code = await query(sqs, form)  # parses the XML
     assert (status, code) == (400, "InvalidParameterValue")
+
+
+@pytest.mark.parametrize("name", ["\x00", "\ud800", "a\x00b", "x" * 81])
+@pytest.mark.parametrize(
+    "op, member, prefix, error",
+    [
+        ("GetQueueAttributes", "QueueUrl", "", "QueueDoesNotExist"),
+        ("SendMessage", "QueueUrl", "http://h/000000000000/", "QueueDoesNotExist"),
+        ("GetQueueUrl", "QueueName", "", "QueueDoesNotExist"),
+        (
+            "ListMessageMoveTasks",
+            "SourceArn",
+            "arn:aws:sqs:us-east-1:000000000000:",
+            "ResourceNotFoundException",
+        ),
+    ],
+)
+async def test_a_name_no_queue_can_have_names_no_queue(
+    sqs: SqsDaemon, name: str, op: str, member: str, prefix: str, error: str
+) -> None:
+    """Not a store error either: PostgreSQL takes no NUL and no lone surrogate."""
+    body = {member: prefix + name, "MessageBody": "hi"}
+    status, out = await json_call(sqs, op, json.dumps(body).encode())
+    assert out["__type"].endswith(f"#{error}"), out
+    assert status in (400, 404)

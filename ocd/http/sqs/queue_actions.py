@@ -62,7 +62,7 @@ async def _save_extras(sqs: SqsContext, queue: QueueRecord, changes: dict[str, s
 async def get_queue_url(sqs: SqsContext, call: Call) -> dict[str, Any]:
     name = string(call.params, "QueueName")
     owner = call.params.get("QueueOwnerAWSAccountId")
-    if owner is not None and owner != call.caller.account_id:
+    if (owner is not None and owner != call.caller.account_id) or not q.is_name(name):
         raise no_queue()
     found = await sqs.store.lookup(name, call.account)
     if found is None:

@@ -42,7 +42,7 @@ from ocd.http.cloudflare.context import ApiContext
 from ocd.http.cloudflare.envelope import error_response
 from ocd.http.guard import Gate, GuardedSite, Timeouts, gate_for
 from ocd.http.ops import OpsRoutes
-from ocd.http.sqs.app import SqsApp, status_reply
+from ocd.http.sqs.app import SqsApp, protocol_error, status_reply
 from ocd.http.sqs.context import SqsContext
 from ocd.http.sqs.sigv4 import Key, Verifier
 from ocd.http.ui import Dashboard
@@ -358,7 +358,7 @@ class Daemon:
             auto_decompress=False,
         )
         await self._sqs_runner.setup()
-        site = self._site(self._sqs_runner, sqs.host, sqs.port, status_reply)
+        site = self._site(self._sqs_runner, sqs.host, sqs.port, status_reply, protocol_error)
         try:
             await site.start()
         except OSError as e:
@@ -377,12 +377,22 @@ class Daemon:
             extra={"event": "sqs_started", "listen": f"{sqs.host}:{self.sqs_port}"},
         )
 
-    def _site(self, runner: web.AppRunner, host: str, port: int, error: Any) -> web.TCPSite:
+    def _site(
+        self, runner: web.AppRunner, host: str, port: int, error: Any, request_error: Any = None
+    ) -> web.TCPSite:
         """A listener with the [server] connection limits (``ocd.http.guard``)."""
         s = self.config.server
         assert self.gate is not None
         timeouts = Timeouts(s.header_timeout_s, s.keepalive_timeout_s)
-        return GuardedSite(runner, host, port, gate=self.gate, timeouts=timeouts, error=error)
+        return GuardedSite(
+            runner,
+            host,
+            port,
+            gate=self.gate,
+            timeouts=timeouts,
+            error=error,
+            request_error=request_error,
+        )
 
     def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
         routes = [

@@ -38,6 +38,8 @@ DESCRIPTOR_RESERVE = 128  # descriptors kept for the database, pool, files and l
 DEFAULT_MAX_CONNECTIONS = 1000
 
 ErrorShape = Callable[[int, str], web.Response]
+# a listener whose error shape depends on the request (the SQS one: its protocol)
+RequestErrorShape = Callable[[web.BaseRequest, int, str], web.Response]
 
 
 def plain_error(status: int, message: str) -> web.Response:
@@ -152,11 +154,17 @@ class Listener:
     """One listening socket's protocol factory: guarded aiohttp handlers, or a refusal."""
 
     def __init__(
-        self, gate: Gate, timeouts: Timeouts, error: ErrorShape, server: web.Server
+        self,
+        gate: Gate,
+        timeouts: Timeouts,
+        error: ErrorShape,
+        server: web.Server,
+        request_error: RequestErrorShape | None = None,
     ) -> None:
         self.gate = gate
         self.timeouts = timeouts
         self.error = error
+        self.request_error = request_error
         self.server = server
         self._refusal = raw_response(
             _retry_later(error(503, "ocd is at its connection limit; try again shortly"))
@@ -245,7 +253,8 @@ class GuardedHandler(RequestHandler):
             text = f"malformed HTTP request: {detail}".rstrip(": ")
         if request.writer.output_size > 0:
             raise ConnectionError("a response was under way; cannot send an error")
-        resp = self._listener.error(status, text)
+        shaped = self._listener.request_error
+        resp = shaped(request, status, text) if shaped else self._listener.error(status, text)
         resp.force_close()
         return resp
 
@@ -296,11 +305,13 @@ class GuardedSite(web.TCPSite):
         gate: Gate,
         timeouts: Timeouts,
         error: ErrorShape,
+        request_error: RequestErrorShape | None = None,
     ) -> None:
         super().__init__(runner, host, port, reuse_address=True)
         self.gate = gate
         self.timeouts = timeouts
         self.error = error
+        self.request_error = request_error
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner
@@ -308,7 +319,7 @@ class GuardedSite(web.TCPSite):
         assert server is not None
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            Listener(self.gate, self.timeouts, self.error, server),
+            Listener(self.gate, self.timeouts, self.error, server, self.request_error),
             self._host,
             self._port,
             backlog=self._backlog,

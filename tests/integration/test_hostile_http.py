@@ -356,3 +356,17 @@ async def _until_busy(daemon: Any, n: int) -> None:
     async with asyncio.timeout(10):
         while sum(1 for h in gate.open if not h.idle) < n:
             await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", ""])
+async def test_a_malformed_sqs_request_gets_the_query_protocols_envelope(daemon, content_type):
+    c = await Conn.open(daemon.sqs_port)
+    typed = f"Content-Type: {content_type}\r\n" if content_type else ""
+    # a header name with a space: aiohttp's parser refuses the head, so its headers (and
+    # a JSON client's Content-Type) are unknown, and the Query protocol is the default
+    await c.send(f"POST / HTTP/1.1\r\nHost: x\r\n{typed}Bad Header: 1\r\n\r\n".encode())
+    status, headers, body = await c.response()
+    assert status == 400, body
+    assert headers["content-type"].startswith("text/xml"), body
+    assert b"<ErrorResponse" in body and b"<Code>InvalidParameterValue</Code>" in body
+    c.close()

@@ -27,10 +27,10 @@ from aiohttp import web
 from ocd.errors import OcdError, StoreError, StoreFull, StoreUnavailable
 from ocd.http.body import BodyError, ClientGone, policy_of, read_body
 from ocd.http.browsers import Guard
-from ocd.http.sqs import query, sigv4
+from ocd.http.sqs import query, shapes, sigv4
 from ocd.http.sqs.actions import ACTIONS
 from ocd.http.sqs.context import Call, SqsContext
-from ocd.http.sqs.errors import SqsError, invalid
+from ocd.http.sqs.errors import CODES, SqsError, invalid
 from ocd.http.sqs.message_actions import MAX_BATCH_BYTES, too_long
 from ocd.http.sqs.queues import MAX_MESSAGE_BYTES
 
@@ -97,20 +97,37 @@ _STATUS_SHAPES = {
 }
 
 
-def status_reply(status: int, message: str) -> web.Response:
-    """An SQS-shaped error for ``status``: ``ocd.http.guard`` answers these too."""
-    shape, fault = _STATUS_SHAPES.get(
+def _status_shape(status: int) -> tuple[str, str]:
+    return _STATUS_SHAPES.get(
         status,
         ("com.amazon.coral.service#InternalFailure", "Receiver")
         if status >= 500
         else ("com.amazon.coral.service#InvalidParameterValueException", "Sender"),
     )
+
+
+def status_reply(status: int, message: str) -> web.Response:
+    """An SQS-shaped error for ``status``: ``ocd.http.guard`` answers these too."""
+    shape, fault = _status_shape(status)
     name = shape.rpartition("#")[2]
     return _reply(
         status,
         {"__type": shape, "message": message},
         {"x-amzn-query-error": f"{name};{fault}", "X-Amzn-Errortype": name},
     )
+
+
+def is_json(request: web.BaseRequest) -> bool:
+    """Whether a request speaks AWS JSON; anything else is the Query protocol."""
+    return request.headers.get("Content-Type", "").startswith("application/x-amz-json")
+
+
+def protocol_error(request: web.BaseRequest, status: int, message: str) -> web.Response:
+    """``status_reply`` in the request's own protocol: the listener's answer to a request
+    aiohttp could not parse or hand over (``ocd.http.guard``)."""
+    if is_json(request):
+        return status_reply(status, message)
+    return _status_xml(status, message, request_id())
 
 
 def error_reply(e: SqsError) -> web.Response:
@@ -149,17 +166,25 @@ class SqsApp:
         app.router.add_route("*", r"/{tail:[\s\S]*}", _not_found)
 
     async def handle(self, request: web.Request) -> web.Response:
-        as_json = request.headers.get("Content-Type", "").startswith("application/x-amz-json")
+        json_protocol = is_json(request)
         refused = self.guard.refusal(request) if self.guard is not None else None
         if refused is not None:
             e = SqsError("AccessDeniedException", refused)
-            if as_json:
+            if json_protocol:
                 return error_reply(e)
             rid = request_id()
             return _xml(e.status, query.error(e, rid), rid)
-        if as_json:
-            return await self._json(request)
-        return await self._query(request)
+        try:
+            return await (self._json(request) if json_protocol else self._query(request))
+        except Exception:
+            # a bug, not the sender's doing: logged with its traceback, answered in the
+            # protocol's own envelope without it
+            log.exception("sqs request failed", extra={"event": "sqs_internal_error"})
+            err = SqsError("InternalFailure", "We encountered an internal error. Please try again.")
+            if json_protocol:
+                return error_reply(err)
+            rid = request_id()
+            return _xml(err.status, query.error(err, rid), rid)
 
     async def _json(self, request: web.Request) -> web.Response:
         target = request.headers.get("X-Amz-Target", "")
@@ -169,7 +194,7 @@ class SqsApp:
         try:
             raw = await _body(request, op)
         except _BodyRefused as e:
-            return e.response
+            return e.closing(status_reply(e.status, e.message))
         except _TooLarge as e:
             return _closing(error_reply(_too_large(op, request, e.message)), e.drained)
         try:
@@ -177,14 +202,8 @@ class SqsApp:
         except SqsError as e:
             return error_reply(e)
         try:
-            req = json.loads(raw) if raw else {}
-            if not isinstance(req, dict):
-                raise ValueError
-        except ValueError:
-            return error_reply(
-                SqsError("InvalidParameterValueException", "The request body is not a JSON object.")
-            )
-        try:
+            req = _json_object(raw)
+            shapes.check(op, req, json=True)
             return _reply(200, encode(op, await self._run(op, req, request, caller)))
         except SqsError as e:
             return error_reply(e)
@@ -194,7 +213,7 @@ class SqsApp:
         try:
             raw = await _body(request, "query")
         except _BodyRefused as e:
-            return e.response
+            return e.closing(_status_xml(e.status, e.message, rid))
         except _TooLarge as e:
             m = _ACTION.search(e.head)
             op = request.query.get("Action") or (m.group(1).decode() if m else "")
@@ -211,6 +230,7 @@ class SqsApp:
             if op not in ACTIONS:
                 raise _invalid_action(op or "(none)")
             req = query.decode(((k, str(v)) for k, v in form), op)
+            shapes.check(op, req, json=False)
             if "QueueUrl" not in req and "queue" in request.match_info:
                 base = f"{request.scheme}://{request.host}"
                 req["QueueUrl"] = f"{base}{request.path}"  # posted to the queue's own URL
@@ -270,10 +290,47 @@ class SqsApp:
 
 
 class _BodyRefused(Exception):
-    """The body could not be read within the listener's limits; ``response`` says why."""
+    """The body could not be read within the listener's limits (``status``, ``message``);
+    ``close``: whether the connection is past use (the body was not read to its end)."""
 
-    def __init__(self, response: web.Response) -> None:
-        self.response = response
+    def __init__(self, status: int, message: str, close: bool) -> None:
+        self.status = status
+        self.message = message
+        self.close = close
+
+    def closing(self, response: web.Response) -> web.Response:
+        if self.close:
+            response.force_close()
+        return response
+
+
+def _status_xml(status: int, message: str, rid: str) -> web.Response:
+    """``status_reply``'s error, in the Query protocol's XML."""
+    shape, fault = _status_shape(status)
+    name = shape.rpartition("#")[2]
+    code = CODES[name][0] if name in CODES else name  # the query code, where SQS has one
+    return _xml(status, query.fault(fault, code, message, rid), rid)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")  # Python's json takes NaN; JSON does not
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """The request's JSON object (an empty body is an empty one); SerializationException
+    for anything else, as AWS answers a body its JSON reader cannot take."""
+    if not raw:
+        return {}
+    try:
+        req = _DECODER.decode(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's stack
+        req = None
+    if not isinstance(req, dict):
+        raise SqsError("SerializationException", "The request body is not a JSON object.")
+    return req
 
 
 class _TooLarge(Exception):
@@ -339,12 +396,10 @@ async def _body(request: web.Request, op: str) -> bytes:
         if e.status == 413:
             head, drained = await _drain(request)
             raise _TooLarge(e.message, head, drained) from None
-        response = status_reply(e.status, e.message)
-        response.force_close()
-        raise _BodyRefused(response) from None
+        raise _BodyRefused(e.status, e.message, close=True) from None
     except ClientGone as e:
         log.info("sqs client went away mid-request: %s (%s)", op, e, extra={"event": "client_gone"})
-        raise _BodyRefused(status_reply(400, "request body incomplete")) from None
+        raise _BodyRefused(400, "request body incomplete", close=False) from None
 
 
 async def _method_not_allowed(request: web.Request) -> web.Response:

@@ -34,6 +34,8 @@ CODES: dict[str, tuple[str, int]] = {
     "InternalFailure": ("InternalFailure", 500),
     "ServiceUnavailable": ("ServiceUnavailable", 503),  # disk full, database unreachable
     "IncompleteSignature": ("IncompleteSignature", 400),
+    "SerializationException": ("SerializationException", 400),  # a JSON body that does not parse
+    "MalformedQueryString": ("MalformedQueryString", 400),  # a Query key that fits no member
 }
 # Errors AWS reports under the common coral namespace rather than the SQS one.
 _CORAL = {
@@ -46,6 +48,8 @@ _CORAL = {
     "ServiceUnavailable",
     "IncompleteSignature",
     "AccessDeniedException",
+    "SerializationException",
+    "MalformedQueryString",
 }
 
 

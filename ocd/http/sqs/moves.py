@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 from ocd.errors import MoveTaskRunning, QueueNotFound
+from ocd.http.sqs import queues as q
 from ocd.http.sqs.context import Call, SqsContext
 from ocd.http.sqs.errors import SqsError, invalid, missing
 from ocd.moves import MoveTask
@@ -46,6 +47,7 @@ async def _by_arn(sqs: SqsContext, call: Call, arn: object, what: str) -> QueueR
     if len(parts) != 6 or parts[:3] != ["arn", "aws", "sqs"]:
         raise invalid(f"Value {arn} for parameter {what} is invalid. Reason: not an SQS queue ARN.")
     mine = parts[3] == call.caller.region and parts[4] == call.caller.account_id
+    mine = mine and q.is_name(parts[5])
     found = await sqs.store.lookup(parts[5], call.account) if mine else None
     if found is None:
         raise _no_resource(what)

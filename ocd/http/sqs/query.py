@@ -11,6 +11,7 @@ Both naming styles of flattened lists and maps are read: the query names
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 from xml.sax.saxutils import escape
@@ -18,6 +19,9 @@ from xml.sax.saxutils import escape
 from ocd.http.sqs.errors import SqsError
 
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
+# the deepest key SQS has: SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.
+# StringListValue.1 (a deeper one would only nest the decoder's recursion)
+MAX_KEY_PARTS = 8
 # query list name -> member name (lists of strings)
 _LISTS = {
     "AttributeName": "AttributeNames",
@@ -54,11 +58,15 @@ def decode(form: Iterable[tuple[str, str]], action: str) -> dict[str, Any]:
             continue
         node = tree
         parts = key.split(".")
+        if len(parts) > MAX_KEY_PARTS:
+            raise _malformed(key)
         for part in parts[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise SqsError("InvalidParameterValueException", f"Parameter {key} is malformed.")
+                raise _malformed(key)
             node = child
+        if isinstance(node.get(parts[-1]), dict):
+            raise _malformed(key)  # both a value and the prefix of deeper keys
         node[parts[-1]] = value
     out = _members(tree)
     if action == "CreateQueue" and "Tags" in out:
@@ -86,13 +94,33 @@ def _members(tree: Mapping[str, Any]) -> dict[str, Any]:
         elif name in _MAPS:
             member, k, v = _MAPS[name]
             out[member] = {
-                e.get(k): _value(e.get(v)) for e in _indexed(value) if isinstance(e, dict)
+                _name(name, k, e.get(k)): _value(e.get(v)) for e in _entries(name, value)
             }
         elif name in _ENTRIES:
             out["Entries"] = [_members(e) if isinstance(e, dict) else e for e in _indexed(value)]
         else:
             out[key] = value
     return out
+
+
+def _malformed(key: str) -> SqsError:
+    return SqsError("MalformedQueryString", f"The query parameter {key[:256]} is malformed.")
+
+
+def _entries(name: str, node: Any) -> list[dict[str, Any]]:
+    found = _indexed(node)
+    for i, e in enumerate(found):
+        if not isinstance(e, dict):
+            raise _malformed(f"{name}.{i + 1}")  # a map entry needs its key and value fields
+    return found
+
+
+def _name(map_name: str, field: str, key: Any) -> Any:
+    """A map entry's key: a string, or None when it is missing (the shape check says so);
+    deeper keys under it make no name."""
+    if isinstance(key, dict):
+        raise _malformed(f"{map_name}.N.{field}.{next(iter(key), '')}")
+    return key
 
 
 def _value(v: Any) -> Any:
@@ -129,10 +157,15 @@ _NO_RESULT = {
 
 
 def text(value: object) -> str:
-    """XML text as SQS writes it: ``"`` as ``&quot;`` and CR as ``&#xD;`` too."""
+    """XML text as SQS writes it: ``"`` as ``&quot;`` and CR as ``&#xD;`` too. A character
+    XML 1.0 cannot carry at all (a control character, a lone surrogate, echoed from a bad
+    request) becomes U+FFFD, so the reply still parses."""
     if isinstance(value, bool):
         value = "true" if value else "false"
-    return escape(str(value), {'"': "&quot;", "\r": "&#xD;"})
+    return escape(_NOT_XML.sub("\ufffd", str(value)), {'"': "&quot;", "\r": "&#xD;"})
+
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _element(name: str, value: Any, op: str, out: list[str]) -> None:
@@ -168,9 +201,14 @@ def reply(op: str, result: Mapping[str, Any], request_id: str) -> str:
 
 
 def error(e: SqsError, request_id: str) -> str:
+    return fault(e.fault, e.query_code, e.message, request_id)
+
+
+def fault(whose: str, code: str, message: str, request_id: str) -> str:
+    """An error response (``whose``: ``Sender`` or ``Receiver``)."""
     return (
         f'<?xml version="1.0" encoding="UTF-8"?>\n<ErrorResponse xmlns="{XMLNS}"><Error>'
-        f"<Type>{e.fault}</Type><Code>{text(e.query_code)}</Code>"
-        f"<Message>{text(e.message)}</Message><Detail/></Error>"
+        f"<Type>{whose}</Type><Code>{text(code)}</Code>"
+        f"<Message>{text(message)}</Message><Detail/></Error>"
         f"<RequestId>{request_id}</RequestId></ErrorResponse>"
     )

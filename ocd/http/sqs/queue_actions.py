@@ -62,7 +62,7 @@ async def _save_extras(sqs: SqsContext, queue: QueueRecord, changes: dict[str, s
 async def get_queue_url(sqs: SqsContext, call: Call) -> dict[str, Any]:
     name = string(call.params, "QueueName")
     owner = call.params.get("QueueOwnerAWSAccountId")
-    if owner is not None and owner != call.caller.account_id:
+    if (owner is not None and owner != call.caller.account_id) or not q.is_name(name):
         raise no_queue()
     found = await sqs.store.lookup(name, call.account)
     if found is None:
@@ -75,18 +75,30 @@ def _page(sqs: SqsContext, call: Call, names: list[str], key: str, always: bool)
     limit = integer(call.params, "MaxResults", 1, 1000, None)
     token = string(call.params, "NextToken", required=False)
     if token:
-        try:
-            after = base64.urlsafe_b64decode(token.encode()).decode()
-        except ValueError:
-            raise invalid("Invalid NextToken") from None
+        after = _after(token)
         names = [n for n in names if n > after]
     page = names[: limit or 1000]
     out: dict[str, Any] = {}
     if page or always:
         out[key] = [sqs.url_of(call, n) for n in page]
     if limit is not None and len(names) > limit:
-        out["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
+        out["NextToken"] = base64.urlsafe_b64encode(_TOKEN_MARK + page[-1].encode()).decode()
     return out
+
+
+# A page token is the last name listed, marked so that a token this endpoint did not
+# issue (another service's, a mangled one) is refused rather than read as a name.
+_TOKEN_MARK = b"ocd-page:"
+
+
+def _after(token: str) -> str:
+    """The name a NextToken lists after; InvalidParameterValue for a foreign token."""
+    try:
+        raw = base64.b64decode(token.encode(), altchars=b"-_", validate=True)
+        name = raw.removeprefix(_TOKEN_MARK).decode() if raw.startswith(_TOKEN_MARK) else ""
+        return q.check_name(name)
+    except (ValueError, SqsError):  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise invalid("Invalid NextToken") from None
 
 
 async def list_queues(sqs: SqsContext, call: Call) -> dict[str, Any]:

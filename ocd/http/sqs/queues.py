@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from ocd import limits
 from ocd.http.sqs.errors import SqsError, no_queue
@@ -59,8 +59,15 @@ EXTRA_DEFAULTS: dict[str, str | None] = {
 _FIFO_ONLY = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
 
 
+def is_name(name: object) -> TypeGuard[str]:
+    """Whether ``name`` is an SQS queue name. One that is not names no queue (every ocd
+    queue name is one), so it need not be looked up: a store may not even take it (a NUL
+    or a lone surrogate is no text to PostgreSQL)."""
+    return isinstance(name, str) and bool(_NAME.fullmatch(name) or _FIFO_NAME.fullmatch(name))
+
+
 def check_name(name: object) -> str:
-    if not isinstance(name, str) or not (_NAME.fullmatch(name) or _FIFO_NAME.fullmatch(name)):
+    if not is_name(name):
         raise SqsError(
             "InvalidParameterValueException",
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
@@ -75,7 +82,7 @@ def queue_name_of(url: object, account_id: str) -> str:
     if not isinstance(url, str) or not url:
         raise no_queue()
     parts = url.rstrip("/").split("/")
-    if len(parts) > 1 and parts[-2] != account_id:
+    if (len(parts) > 1 and parts[-2] != account_id) or not is_name(parts[-1]):
         raise no_queue()
     return parts[-1]
 
@@ -85,7 +92,12 @@ def arn(region: str, account_id: str, name: str) -> str:
 
 
 def name_of_arn(value: object) -> str:
-    if not isinstance(value, str) or value.count(":") != 5 or not value.startswith("arn:aws:sqs:"):
+    if (
+        not isinstance(value, str)
+        or value.count(":") != 5
+        or not value.startswith("arn:aws:sqs:")
+        or not is_name(value.rsplit(":", 1)[1])
+    ):
         raise SqsError("InvalidParameterValueException", f"Invalid ARN: {value!r}")
     return value.rsplit(":", 1)[1]
 

@@ -282,6 +282,10 @@ class Browsing(Protocol):
         """One message of the queue by seq (a browse row's), its body cut at ``body_bytes``;
         None if it is gone (or in another queue now)."""
 
+    async def present(self, queue: QueueRecord, seqs: Sequence[int]) -> list[int]:
+        """Those of ``seqs`` that are messages of the queue now (in any state), in no
+        particular order; one query however many seqs (up to 10,000)."""
+
     async def search(self, queue: QueueRecord, now_ms: int, query: SearchQuery) -> Searched:
         """Messages among the newest ``query.scan_limit`` of the queue (and any sent in
         the same millisecond as the oldest of those) whose body contains ``query.needle``

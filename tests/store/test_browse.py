@@ -81,6 +81,34 @@ async def test_browse_cuts_bodies_and_message_by_seq_reads_more(store):
     assert await store.message(other, row.seq, 10) is None
 
 
+async def test_an_empty_body_browses_searches_and_reads_as_empty(store):
+    """A text message "" is stored as zero bytes; every read of it must say so (SQLite's
+    substr of an empty blob is NULL, which once answered a browse with a 500)."""
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, [NewMessage("e" * 32, "text", b"", T0, T0)])
+    (row,) = await store.browse(q, T0, BrowseQuery())
+    assert row.body == b"" and row.size == 0
+    full = await store.message(q, row.seq, 65_536)
+    assert full is not None and full.body == b""
+    found = await store.search(q, T0, SearchQuery(None, "e" * 32, 100, 10, 200))
+    assert [r.body for r in found.rows] == [b""]
+
+
+async def test_present_tells_which_seqs_the_queue_holds(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    other = await store.ensure_queue("other", "local", None, T0)
+    await store.enqueue(q, sent(3))
+    await store.enqueue(other, sent(1, prefix="o"))
+    seqs = [r.seq for r in await store.browse(q, T0, BrowseQuery())]
+    [elsewhere] = [r.seq for r in await store.browse(other, T0, BrowseQuery())]
+    await store.delete_messages(q, seqs[:1])
+    asked = [*seqs, elsewhere, max(seqs) + 1000]
+    assert sorted(await store.present(q, asked)) == seqs[1:]
+    assert await store.present(q, []) == []
+    many = list(range(1, 10_001))  # a move's most, in one query
+    assert sorted(await store.present(q, many)) == seqs[1:]
+
+
 async def test_search_scans_only_the_newest_window(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, sent(10))  # bodies {"n": 0} .. {"n": 9}

@@ -161,6 +161,9 @@ class BrowseRoutes:
         action = f.string("action")
         if action not in ("redrive", "delete"):
             raise invalid('action must be "redrive" or "delete"', "/action")
+        if action == "delete" and f.string("destination", None) is not None:
+            # most likely a redrive meant; a delete cannot be undone
+            raise invalid("a delete has no destination", "/destination")
         dest = await self._destination(q, f) if action == "redrive" else None
         seqs = None
         if "seqs" in f.data:
@@ -168,6 +171,10 @@ class BrowseRoutes:
             if not raw or len(raw) > 10_000 or not all(_is_seq(s) for s in raw):
                 raise invalid("seqs must hold 1..10000 message seqs (integers)", "/seqs")
             seqs = [int(s) for s in raw]
+            held = set(await self.ctx.store.present(q, seqs))
+            for i, seq in enumerate(seqs):
+                if seq not in held:
+                    raise invalid(f"the queue holds no message with seq {seq}", f"/seqs/{i}")
         query = browse_query(f.object("filter", FILTER_KEYS))
         rate = f.integer("rate", 1, 10_000, None)
         try:
@@ -180,6 +187,8 @@ class BrowseRoutes:
 
     async def _destination(self, q: QueueRecord, f: Fields) -> QueueRecord:
         name = f.string("destination", None)
+        if name == "":
+            raise invalid("destination must be a queue's name", "/destination")
         if name is None:
             sources = self.ctx.admin.dead_letter_sources(q)
             if len(sources) != 1:

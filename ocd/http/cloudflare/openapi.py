@@ -59,7 +59,8 @@ CODES: dict[int, str] = {
     "keys do not fit its queue: message_group_id missing on a FIFO queue or given on a "
     "standard one, message_deduplication_id given on a standard queue or missing on a FIFO "
     "queue without content_based_deduplication, an id that is not 1-128 printable ASCII "
-    "characters without spaces, or a delay_seconds other than 0 on a FIFO queue",
+    "characters without spaces, or a delay_seconds other than 0 on a FIFO queue; also a "
+    "delay_seconds out of range, on a send or on an ack's retry",
     MESSAGE_SIZE_OUT_OF_BOUNDS: f"a message is larger than {MAX_MESSAGE_BYTES} bytes encoded",
     BATCH_SIZE_OUT_OF_BOUNDS: f"a batch is larger than {MAX_BATCH_BYTES} bytes encoded",
     BATCH_COUNT_OUT_OF_BOUNDS: f"a batch has more than {MAX_BATCH_MESSAGES} messages",
@@ -327,7 +328,7 @@ OPERATIONS: list[Operation] = [
               errors={400: [NO_PULL_CONSUMER], 409: [QUEUE_DISABLED]}),
     operation("post", M + "/ack", "messages-ack", "Acknowledge or retry pulled messages",
               result("AckResult"), body="AckInput", body_required=False,
-              errors={400: [NO_PULL_CONSUMER]}),
+              errors={400: [NO_PULL_CONSUMER, MESSAGE_METADATA_INVALID]}),
     operation("post", M + "/peek", "messages-peek", "Look at ready messages without leasing them",
               result("PeekResult"), body="PeekInput", body_required=False),
     operation("post", M + "/purge", "messages-purge", "Delete peeked messages by ref",

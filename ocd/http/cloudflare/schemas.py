@@ -295,7 +295,11 @@ ACK_INPUT = obj(
                 obj(
                     {
                         "lease_id": string("From a pull."),
-                        "reason": string("Why the body could not be decoded (logged)."),
+                        "reason": {
+                            "type": ["string", "null"],
+                            "description": "Why the body could not be decoded (logged); "
+                            'null or absent: "not given".',
+                        },
                     },
                     ("lease_id",),
                     closed=True,
@@ -660,13 +664,20 @@ BROWSE_RESULT = obj(
 SEARCH_INPUT = obj(
     {
         "query": {"type": ["string", "null"], "description": "A substring of the body."},
-        "message_id": {"type": ["string", "null"]},
+        "message_id": {"type": ["string", "null"], "description": "The message's id."},
         "limit": optional_int(1, 100, "Most matches.", 25),
         "body_bytes": BODY_BYTES,
     },
     closed=True,
-    description="Looks at the newest [ui] search_scan_limit messages only (100,000).",
+    description="Looks at the newest [ui] search_scan_limit messages only (100,000). "
+    "Needs a non-empty query or message_id (both: messages matching both); an empty "
+    'string counts as absent, so {} or {"query": ""} is refused (10207).',
 )
+# what the description says, for validators and generators: one of the two, non-empty
+SEARCH_INPUT["anyOf"] = [
+    {"required": [key], "properties": {key: {"type": "string", "minLength": 1}}}
+    for key in ("query", "message_id")
+]
 
 SEARCH_RESULT = obj(
     {
@@ -682,13 +693,16 @@ MOVE_INPUT = obj(
         "action": {"enum": ["redrive", "delete"]},
         "destination": {
             "type": ["string", "null"],
-            "description": "redrive: the queue to move to; default the one source queue whose "
-            "consumer dead-letters here.",
+            "minLength": 1,
+            "description": "redrive: the queue to move to (its name); default the one source "
+            "queue whose consumer dead-letters here. delete: must be absent or null.",
         },
         "seqs": {
             **array(integer(1, (1 << 62) - 1), minItems=1, maxItems=10_000),
             "type": ["array", "null"],
-            "description": "These messages only; absent: every message matching filter.",
+            "description": "These messages only, each one this queue holds now (a seq it "
+            "does not hold refuses the whole move, 10207); absent: every message matching "
+            "filter.",
         },
         "filter": obj(BROWSE_FILTER, closed=True, nullable=True),
         "rate": {
@@ -701,6 +715,8 @@ MOVE_INPUT = obj(
     ("action",),
     closed=True,
 )
+MOVE_INPUT["if"] = {"properties": {"action": {"const": "delete"}}}
+MOVE_INPUT["then"] = {"properties": {"destination": {"type": "null"}}}
 
 MOVE_TASK = obj(
     {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ocd.store.postgres import sql
@@ -40,6 +41,11 @@ class PostgresBrowsing(PostgresCore):
         async with self._db("read") as c:
             row = await c.fetchrow(sql.MESSAGE_BY_SEQ, queue.key, 0, body_bytes, seq)
         return None if row is None else _browsed(row)
+
+    async def present(self, queue: QueueRecord, seqs: Sequence[int]) -> list[int]:
+        async with self._db("read") as c:
+            rows = await c.fetch(sql.PRESENT_SEQS, queue.key, list(seqs))
+        return [row[0] for row in rows]
 
     async def search(self, queue: QueueRecord, now_ms: int, query: SearchQuery) -> Searched:
         needle, message_id, scan_limit = query.needle, query.message_id, query.scan_limit

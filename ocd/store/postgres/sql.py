@@ -386,6 +386,9 @@ def browse(newest_first: bool, state: str) -> str:
 
 MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM ocd_messages WHERE seq = $4 AND queue + 0 = $1"
 
+# Which of the seqs $2 the queue $1 holds.
+PRESENT_SEQS = "SELECT seq FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1"
+
 # The newest $4 messages of a queue, then the matches among them.
 SEARCH = f"""
 SELECT {_BROWSED} FROM (

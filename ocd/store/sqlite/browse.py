@@ -3,7 +3,9 @@ connection."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from ocd.store.sqlite import sql
@@ -43,6 +45,14 @@ class SqliteBrowsing(SqliteCore):
         params = {"q": queue.key, "seq": seq, "b": body_bytes, "now": 0}
         rows = await self._browsed(sql.MESSAGE_BY_SEQ, params)
         return rows[0] if rows else None
+
+    async def present(self, queue: QueueRecord, seqs: Sequence[int]) -> list[int]:
+        assert self._r is not None
+        params = {"q": queue.key, "seqs": json.dumps(list(seqs))}
+        try:
+            return [seq for (seq,) in await read_all(self._r, sql.PRESENT_SEQS, params)]
+        except sqlite3.Error as e:
+            raise translate(e, self.where, "read") from e
 
     async def search(self, queue: QueueRecord, now_ms: int, query: SearchQuery) -> Searched:
         needle, message_id, scan_limit = query.needle, query.message_id, query.scan_limit

@@ -331,9 +331,10 @@ CRON_LAST_TICKS = "SELECT schedule, due_ms FROM cron_ticks"
 
 # ---------------------------------------------------------------- browsing (the dashboard)
 
+# ifnull: SQLite's substr of an empty blob is NULL, not an empty blob.
 _BROWSED = (
-    "seq, id, content_type, substr(body, 1, :b), size, sent_ms, visible_ms, attempts, "
-    "lease IS NOT NULL AND visible_ms > :now, grp, fseq"
+    "seq, id, content_type, ifnull(substr(body, 1, :b), x''), size, sent_ms, visible_ms, "
+    "attempts, lease IS NOT NULL AND visible_ms > :now, grp, fseq"
 )
 _STATES = {
     "any": "",
@@ -358,6 +359,11 @@ def browse(newest_first: bool, state: str) -> str:
 
 
 MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM messages WHERE seq = :seq AND +queue = :q"
+
+# Which of the seqs (a JSON array: one parameter however many) the queue holds.
+PRESENT_SEQS = """
+SELECT seq FROM messages WHERE seq IN (SELECT value FROM json_each(:seqs)) AND +queue = :q
+"""
 
 # Where the newest :scan messages of a queue begin: the send time of the :scan-th newest,
 # found by walking the (queue, sent_ms) index alone (no row is read). Not a page offset:

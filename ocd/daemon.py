@@ -49,7 +49,7 @@ from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.js.host import WorkerdHost, js_workers, prepare
 from ocd.js.workerd import WorkerdFailed
-from ocd.kv import KvService
+from ocd.kv import KvBinding, KvService
 from ocd.loader import Handler, LoadedWorker
 from ocd.metrics import Metrics
 from ocd.notify import Notifier
@@ -58,7 +58,7 @@ from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.python_handler import QueueCall
 from ocd.scheduler import Schedule, Scheduler, schedules_of
-from ocd.store import Store, make_store
+from ocd.store import KvNamespace, Store, make_store
 from runtime.unsupported import Unsupported
 
 log = logging.getLogger(__name__)
@@ -254,6 +254,9 @@ class Daemon:
         values: dict[str, Any] = dict(w.vars)
         for p in w.producers:
             values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
+        for k in w.kv_namespaces:
+            ns = KvNamespace(w.account, k.id)
+            values[k.binding] = runtime.KvNamespace(KvBinding(self.kv, ns))
         if w.assets is not None and w.assets.binding is not None:
             values[w.assets.binding] = AssetsBinding(self._assets(w))
         for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings

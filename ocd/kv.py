@@ -14,6 +14,7 @@ import binascii
 import json
 from dataclasses import dataclass
 
+import runtime
 from ocd import limits
 from ocd.clock import Clock, wall_ms
 from ocd.errors import KvRefused
@@ -197,3 +198,47 @@ def listing_json(listing: Listing) -> dict[str, object]:
         out["cursor"] = listing.cursor
     out["cacheStatus"] = None
     return out
+
+
+class KvBinding:
+    """A Python worker's ``env.<binding>`` backend (``runtime.KvBackend``): one namespace
+    of ``service``, refusals as ``runtime.KvError`` with the text a JS Worker sees."""
+
+    def __init__(self, service: KvService, ns: KvNamespace) -> None:
+        self.service = service
+        self.ns = ns
+
+    async def get(self, key: str) -> tuple[bytes, str | None] | None:
+        try:
+            entry = await self.service.get(self.ns, key)
+        except KvRefused as e:
+            raise runtime.KvError(f"KV GET failed: {e.status} {e.message}") from None
+        return None if entry is None else (entry.value, entry.metadata)
+
+    async def put(
+        self,
+        key: str,
+        value: bytes,
+        expiration: str | None,
+        expiration_ttl: str | None,
+        metadata: str | None,
+    ) -> None:
+        try:
+            await self.service.put(self.ns, key, value, expiration, expiration_ttl, metadata)
+        except KvRefused as e:
+            raise runtime.KvError(f"KV PUT failed: {e.status} {e.message}") from None
+
+    async def delete(self, key: str) -> None:
+        try:
+            await self.service.delete(self.ns, key)
+        except KvRefused as e:
+            raise runtime.KvError(f"KV DELETE failed: {e.status} {e.message}") from None
+
+    async def list(
+        self, prefix: str | None, limit: int | None, cursor: str | None
+    ) -> dict[str, object]:
+        try:
+            listing = await self.service.list(self.ns, prefix, limit, cursor)
+        except KvRefused as e:
+            raise runtime.KvError(f"KV GET failed: {e.status} {e.message}") from None
+        return listing_json(listing)

@@ -49,6 +49,7 @@ from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.js.host import WorkerdHost, js_workers, prepare
 from ocd.js.workerd import WorkerdFailed
+from ocd.kv import KvBinding, KvService
 from ocd.loader import Handler, LoadedWorker
 from ocd.metrics import Metrics
 from ocd.notify import Notifier
@@ -57,7 +58,7 @@ from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.python_handler import QueueCall
 from ocd.scheduler import Schedule, Scheduler, schedules_of
-from ocd.store import Store, make_store
+from ocd.store import KvNamespace, Store, make_store
 from runtime.unsupported import Unsupported
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class Daemon:
         if hasattr(self.store, "on_commit"):  # the backend reports its group commits
             self.store.on_commit = self.metrics.committed
         self.producer = Producer(self.store, self.clock, self.metrics)
+        self.kv = KvService(self.store, self.clock)
         self.scheduler = Scheduler(self.store, self.clock, self.metrics)
 
     # ---------------------------------------------------------------- start
@@ -205,7 +207,7 @@ class Daemon:
             return None, "workerd stopped (no JavaScript workers)" if self.js else None
         if self.js is not None and self.js.prepared.fingerprint == prepared.fingerprint:
             return self.js, None
-        host = WorkerdHost(config, prepared, self.producer)
+        host = WorkerdHost(config, prepared, self.producer, self.kv)
         try:
             await host.start()
         except WorkerdFailed as e:
@@ -239,7 +241,7 @@ class Daemon:
             raise StartupError("; ".join(str(x) for x in e.errors)) from e
         if prepared is None:
             return
-        self.js = WorkerdHost(self.config, prepared, self.producer)
+        self.js = WorkerdHost(self.config, prepared, self.producer, self.kv)
         try:
             await self.js.start()
         except WorkerdFailed as e:
@@ -252,6 +254,9 @@ class Daemon:
         values: dict[str, Any] = dict(w.vars)
         for p in w.producers:
             values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
+        for k in w.kv_namespaces:
+            ns = KvNamespace(w.account, k.id)
+            values[k.binding] = runtime.KvNamespace(KvBinding(self.kv, ns))
         if w.assets is not None and w.assets.binding is not None:
             values[w.assets.binding] = AssetsBinding(self._assets(w))
         for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
@@ -485,6 +490,8 @@ class Daemon:
         while True:
             try:
                 expired = await self.store.expire(self.clock())
+                # expired KV keys are invisible already; this frees their space
+                await self.store.kv_expire(self.clock())
             except StoreError as e:  # the database is away: the next sweep tries again
                 if not failing:  # one line per outage, not one per sweep
                     log.warning(

@@ -31,8 +31,11 @@
     │   ├── QueueTypeChange         a rename across the ``.fifo`` line; ``new_name``
     │   ├── DeadLetterTypeMismatch  a dead-letter queue of the other type; ``dead_letter_queue``
     │   └── FifoSettingOnStandard   a FIFO-only setting on a standard queue; ``setting``
-    └── QueueSendError         a send broke a Cloudflare Queues limit; str() is "<cause> (<code>)"
-        └── QueueSendArgumentError  wrong FIFO keys for the queue (also a TypeError)
+    ├── QueueSendError         a send broke a Cloudflare Queues limit; str() is "<cause> (<code>)"
+    │   └── QueueSendArgumentError  wrong FIFO keys for the queue (also a TypeError)
+    └── KvRefused              a KV call broke a Workers KV limit (a key too long, a value or
+                               metadata too large, an expiry too soon); ``status`` is the
+                               HTTP status Cloudflare answers, str() its text
 
 Worker-facing TypeErrors (wrong body for a content type, unknown content type) are plain
 ``TypeError`` as in workerd, not part of this tree.
@@ -289,3 +292,13 @@ class QueueSendArgumentError(QueueSendError, TypeError):
     """A send named the wrong FIFO keys for its queue (a group id on a standard queue, none
     on a FIFO one, a malformed id, a delay on a FIFO queue): a ``TypeError`` to worker code,
     a 400 on the REST API."""
+
+
+class KvRefused(OcdError):
+    """A KV call broke a Workers KV limit; nothing was written. ``status`` is Cloudflare's
+    HTTP status for it (400, 413, 414), the message its text."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message)

@@ -20,6 +20,11 @@ messages per pull                      ``PULL_BATCH`` 1..100          Cloudflare
 SQS DelaySeconds                       ``SQS_DELAY_S`` 0..900 s       SQS
 SQS VisibilityTimeout                  ``SQS_VISIBILITY_S`` 0..43,200  SQS
 SQS MaximumMessageSize                 ``SQS_MESSAGE_BYTES`` 1 MiB    SQS (since 2025)
+a KV key (UTF-8)                       ``KV_KEY_BYTES`` 512 B         Workers KV
+a KV value                             ``KV_VALUE_BYTES`` 25 MiB      Workers KV
+a KV key's metadata (JSON)             ``KV_METADATA_BYTES`` 1,024 B  Workers KV
+a KV expiry, from now                  ``KV_MIN_TTL_S`` 60 s at least Workers KV
+keys per KV list                       ``KV_LIST_KEYS`` 1..1,000      Workers KV
 =====================================  =============================  ====================
 
 Error codes are Cloudflare's where one is known (reference 1.5 and the REST API's 10000 /
@@ -68,6 +73,14 @@ SQS_DELAY_S = Range(0, 900)
 SQS_VISIBILITY_S = Range(0, 43_200)
 SQS_MESSAGE_BYTES = 1_048_576
 WORKER_REQUEST_BYTES = 100 * 1024 * 1024  # a request body to a Worker (Free and Pro plans)
+
+# ---------------------------------------------------------------- Workers KV
+
+KV_KEY_BYTES = 512
+KV_VALUE_BYTES = 25 * 1024 * 1024
+KV_METADATA_BYTES = 1024
+KV_MIN_TTL_S = 60
+KV_LIST_KEYS = Range(1, 1000)
 
 # ---------------------------------------------------------------- error codes
 

@@ -33,6 +33,7 @@ from runtime.context import (
 )
 from runtime.fetch import FetchResponse, fetch
 from runtime.http import Request, Response
+from runtime.kv import KvError, KvNamespace
 from runtime.queue import BatchMarks, Message, MessageBatch, Queue, QueueBackend
 from runtime.scheduled import ScheduledController
 from runtime.unsupported import (
@@ -53,6 +54,8 @@ __all__ = [
     "JsDict",
     "JsList",
     "JsStr",
+    "KvError",
+    "KvNamespace",
     "Message",
     "MessageBatch",
     "Queue",

@@ -39,6 +39,7 @@ from ocd.config.model import (
     Config,
     ConsumerConfig,
     JsConfig,
+    KvNamespaceConfig,
     ProducerConfig,
     QueueConfig,
     ServerConfig,
@@ -144,8 +145,10 @@ _ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
-    "no_bundle", "cf_config",
+    "no_bundle", "cf_config", "kv_namespaces",
 )  # fmt: skip
+_KV_KEYS = ("binding", "id")
+_WRANGLER_KV_KEYS = ("binding", "id", "preview_id", "remote", "experimental_remote")
 _PRODUCER_KEYS = ("binding", "queue")
 _CONSUMER_KEYS = (
     "queue", "max_batch_size", "max_batch_timeout", "max_retries", "dead_letter_queue",
@@ -607,12 +610,20 @@ class _Loader:
         account = self._account_ref(w)
         vars_ = self._vars(pick("vars"))
         producers, consumers = self._worker_queues(pick("queues"), vars_, account, owner)
+        kv = self._kv_namespaces(pick("kv_namespaces"), vars_, producers)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
-            taken = static.binding in vars_ or any(p.binding == static.binding for p in producers)
+            taken = (
+                static.binding in vars_
+                or any(p.binding == static.binding for p in producers)
+                or any(k.binding == static.binding for k in kv)
+            )
             if taken:
                 src = pick("assets")
-                message = f'binding "{static.binding}" is already used by a var or a producer'
+                message = (
+                    f'binding "{static.binding}" is already used by a var, a producer or a KV '
+                    "namespace"
+                )
                 src.file.problem(f"{src.key_path('assets')}.binding", message)
         ignore = w.boolean("ignore_unsupported_bindings", False)
         ignored: list[IgnoredBinding] = []
@@ -636,6 +647,7 @@ class _Loader:
             vars=MappingProxyType(vars_),
             producers=producers,
             consumers=consumers,
+            kv_namespaces=kv,
             account=account,
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
             crons=tuple(schedules),
@@ -774,6 +786,41 @@ class _Loader:
             consumers.append(c)
         return tuple(producers.values()), tuple(consumers)
 
+    def _kv_namespaces(
+        self, src: Table, vars_: Mapping[str, Any], producers: tuple[ProducerConfig, ...]
+    ) -> tuple[KvNamespaceConfig, ...]:
+        """``kv_namespaces``: each a binding and a namespace id (in a wrangler file the id
+        may be left out, as ``wrangler dev`` allows: the binding's name is the id)."""
+        out: list[KvNamespaceConfig] = []
+        keys = _WRANGLER_KV_KEYS if src.file.wrangler else _KV_KEYS
+        required = ("binding",) if src.file.wrangler else ("binding", "id")
+        for kp, item in src.items("kv_namespaces"):
+            t = src.file.table(item, kp, keys, required=required)
+            if t is None:
+                continue
+            binding = t.text("binding", _IDENTIFIER.fullmatch, f"a binding {_IDENTIFIER_NAME}")
+            ns_id = t.text("id", _is_kv_id, "a namespace id (1..255 characters, no spaces)")
+            if src.file.wrangler:
+                t.boolean("remote", False)  # accepted; there is nothing remote here
+                t.boolean("experimental_remote", False)
+                t.get("preview_id")  # wrangler dev's; ocd has one namespace per id
+            if not binding:
+                continue
+            used = (
+                "a var" if binding in vars_
+                else "a producer" if any(p.binding == binding for p in producers)
+                else "another KV namespace" if any(k.binding == binding for k in out)
+                else None
+            )  # fmt: skip
+            if used is not None:
+                src.file.problem(f"{kp}.binding", f'binding "{binding}" is already used by {used}')
+                continue
+            if "id" not in t:
+                ns_id = binding
+            if ns_id:
+                out.append(KvNamespaceConfig(binding, ns_id))
+        return tuple(out)
+
     def _producer(self, file: File, path: str, item: object) -> ProducerConfig | None:
         if not file.wrangler:
             p = file.table(item, path, _PRODUCER_KEYS, required=("binding", "queue"))
@@ -831,3 +878,7 @@ class _Loader:
             retry_delay_s=c.integer("retry_delay", *limits.DELAY_S, 0),
         )
         return consumer if queue else None
+
+
+def _is_kv_id(value: str) -> bool:
+    return 0 < len(value) <= 255 and value.isprintable() and not any(c.isspace() for c in value)

@@ -70,6 +70,14 @@ class ProducerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class KvNamespaceConfig:
+    """A ``kv_namespaces`` binding: ``env.<binding>`` reads and writes namespace ``id``."""
+
+    binding: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerConfig:
     queue: str
     max_batch_size: int = 10
@@ -92,6 +100,7 @@ class WorkerConfig:
     vars: Mapping[str, Any] = field(hash=False)  # read-only (MappingProxyType)
     producers: tuple[ProducerConfig, ...] = ()
     consumers: tuple[ConsumerConfig, ...] = ()
+    kv_namespaces: tuple[KvNamespaceConfig, ...] = ()
     account: str = LOCAL_ACCOUNT
     handler_timeout_s: float = 900.0
     crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron

@@ -3,8 +3,9 @@ own built-in queues would otherwise hold the messages.
 
 One worker service per JS worker (``w_<name>``; its entry wraps the bundle so that
 ``console`` lines carry the worker's name), one external service per producer binding
-pointing at ocd's producer socket with the binding's identity and the start's secret
-injected, the bridge (``service_binding_extra_handlers``) with a service binding per worker,
+pointing at ocd's producer socket (and one per KV binding at its KV socket) with the
+binding's identity and the start's secret injected, the bridge
+(``service_binding_extra_handlers``) with a service binding per worker,
 and sockets: the bridge's, and one per worker with routes.
 """
 
@@ -34,6 +35,7 @@ class JsWorker:
     vars: Mapping[str, Any]
     producers: tuple[str, ...]  # binding names
     serves_http: bool
+    kv: tuple[str, ...] = ()  # KV namespace binding names
 
 
 def service(name: str) -> str:
@@ -150,6 +152,7 @@ def config_text(
     http_addresses: Mapping[str, str],
     secret: str,
     bridge_path: str,
+    kv_address: str = "",
 ) -> str:
     services: list[str] = []
     for w in workers:
@@ -174,6 +177,13 @@ def config_text(
             services.append(
                 f"(name = {_text(_producer_service(w.name, b))}, external = (address = "
                 f"{_text(producer_address)}, http = (injectRequestHeaders = [{headers}])))"
+            )
+        for b in w.kv:
+            bindings.append(f"(name = {_text(b)}, kvNamespace = {_text(_kv_service(w.name, b))})")
+            headers = _identity(w.name, b, secret)
+            services.append(
+                f"(name = {_text(_kv_service(w.name, b))}, external = (address = "
+                f"{_text(kv_address)}, http = (injectRequestHeaders = [{headers}])))"
             )
         flags = ", ".join(_text(f) for f in w.compatibility_flags)
         services.append(
@@ -219,6 +229,22 @@ def sockets_of(workers: Sequence[JsWorker]) -> list[str]:
 
 def _error_service(worker: str) -> str:
     return f"e_{worker}"
+
+
+def _kv_service(worker: str, binding: str) -> str:
+    return f"k_{worker}_{binding}"
+
+
+def _identity(worker: str, binding: str, secret: str) -> str:
+    """The headers that tie a request on ocd's private socket to one binding."""
+    return ", ".join(
+        f"(name = {_text(k)}, value = {_text(v)})"
+        for k, v in (
+            ("X-Ocd-Worker", worker),
+            ("X-Ocd-Binding", binding),
+            ("Authorization", f"Bearer {secret}"),
+        )
+    )
 
 
 def _producer_service(worker: str, binding: str) -> str:

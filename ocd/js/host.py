@@ -3,7 +3,7 @@
 ``prepare`` (also what ``check-config`` runs): find workerd and esbuild, refuse a
 compatibility date newer than the binary supports, bundle each worker into
 ``<data_dir>/workerd/<name>/``, write the workerd config there. ``start``: the producer
-endpoint on a private unix socket, then workerd, ready once its sockets listen. If workerd
+and KV endpoints on private unix sockets, then workerd, ready once its sockets listen. If workerd
 dies it is started again with backoff; meanwhile batches are handed back unspent
 (``unreached``) and sends reject in the Worker (there is no Worker to send).
 """
@@ -32,10 +32,13 @@ from ocd.errors import HandlerThrew, WorkerLoadError, WorkerLoadErrors
 from ocd.files import FILE_MODE, private_dir, write_file
 from ocd.js import bundle, capnp, handlers, proxy, toolchain
 from ocd.js.invoke import Bridge, WorkerdKind
+from ocd.js.kv import KvEndpoint
 from ocd.js.producer import ProducerEndpoint
 from ocd.js.reports import ErrorReports, load_maps
 from ocd.js.workerd import Workerd, WorkerdFailed
+from ocd.kv import KvService
 from ocd.producer import Producer
+from ocd.store import KvNamespace
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +120,9 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
         raise WorkerLoadErrors(errors)
     source = resources.files("ocd.js").joinpath("bridge.js")
     write_file(out / "bridge.js", source.read_text())
-    digest = hashlib.sha256(repr((tools, prepared, _bindings(config))).encode())
+    digest = hashlib.sha256(
+        repr((tools, prepared, _bindings(config), _kv_bindings(config))).encode()
+    )
     for jw in prepared:
         digest.update((out / jw.module_path).read_bytes())
     return Prepared(tools, tuple(prepared), out, digest.hexdigest(), version, serving)
@@ -140,6 +145,7 @@ def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
         vars=w.vars,
         producers=tuple(p.binding for p in w.producers),
         serves_http=serves_http,
+        kv=tuple(k.binding for k in w.kv_namespaces),
     )
 
 
@@ -159,6 +165,15 @@ def _bindings(config: Config) -> dict[tuple[str, str], tuple[str, str]]:
     """(worker, producer binding) -> (queue, account), for the producer endpoint."""
     return {
         (w.name, p.binding): (p.queue, w.account) for w in js_workers(config) for p in w.producers
+    }
+
+
+def _kv_bindings(config: Config) -> dict[tuple[str, str], KvNamespace]:
+    """(worker, KV binding) -> its namespace, for the KV endpoint."""
+    return {
+        (w.name, k.binding): KvNamespace(w.account, k.id)
+        for w in js_workers(config)
+        for k in w.kv_namespaces
     }
 
 
@@ -204,8 +219,15 @@ def _in_users_words(text: str) -> str:
 
 
 class WorkerdHost:
-    def __init__(self, config: Config, prepared: Prepared, producer: Producer | None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        prepared: Prepared,
+        producer: Producer | None,
+        kv: KvService | None = None,
+    ) -> None:
         self.config = config
+        self.kv = kv
         self.prepared = prepared
         self.producer = producer
         self.secret = secrets.token_urlsafe(32)
@@ -213,6 +235,7 @@ class WorkerdHost:
         self.workerd: Workerd | None = None
         self._bridge: Bridge | None = None
         self._runner: web.AppRunner | None = None
+        self._kv_runner: web.AppRunner | None = None
         self._restarting: asyncio.Task[None] | None = None
         self._stopping = False
         self._sessions: dict[str, aiohttp.ClientSession] = {}
@@ -243,6 +266,12 @@ class WorkerdHost:
         await web.UnixSite(self._runner, str(self._sock("producer"))).start()
         # Its directory is 0700 already; the socket itself says so too.
         self._sock("producer").chmod(FILE_MODE)
+        # KV on a socket of its own: its paths are keys, any of which may be "message"
+        kv_app = KvEndpoint(self.kv, self.secret, _kv_bindings(self.config)).app()
+        self._kv_runner = web.AppRunner(kv_app, access_log=None)
+        await self._kv_runner.setup()
+        await web.UnixSite(self._kv_runner, str(self._sock("kv"))).start()
+        self._sock("kv").chmod(FILE_MODE)
         self._write_config()
         await self._start_workerd()
 
@@ -255,6 +284,7 @@ class WorkerdHost:
             http_addresses={w.name: f"unix:{self.http_socket(w.name)}" for w in p.workers},
             secret=self.secret,
             bridge_path="bridge.js",
+            kv_address=f"unix:{self._sock('kv')}",
         )
         write_file(p.dir / "config.capnp", text)  # it holds the start's secret
 
@@ -377,4 +407,6 @@ class WorkerdHost:
             await session.close()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._kv_runner is not None:
+            await self._kv_runner.cleanup()
         shutil.rmtree(self.run_dir, ignore_errors=True)

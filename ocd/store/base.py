@@ -70,6 +70,9 @@ The rules every backend keeps:
   resumed after a crash goes on from its cursor and never takes a message twice; one
   active redrive per source queue; an active task of a node that is gone is adopted by the
   next node that asks (``adopt_move_tasks``).
+- **KV namespaces** (``Kv``) are keyed by (account, namespace id, key), beside the queues
+  and unrelated to them; every node of a shared database reads the same namespace, and a
+  read after a write, on any node, sees it.
 """
 
 from __future__ import annotations
@@ -90,6 +93,9 @@ from ocd.store.values import (
     Delivery,
     Expired,
     FifoSent,
+    KvEntry,
+    KvNamespace,
+    KvPage,
     LeaseKind,
     MoveTaskRow,
     NewMessage,
@@ -369,8 +375,47 @@ class Coordination(Protocol):
         the highest). Need not be durable at once: a crash loses at most the last saves."""
 
 
+class Kv(Protocol):
+    """KV namespaces: values by key, with an expiry and metadata each.
+
+    Keys are kept and listed in UTF-8 byte order (code point order). The store checks no
+    limits (``ocd.kv`` does, with Cloudflare's texts): it keeps what it is given. Time is
+    the caller's, as everywhere: a key whose ``expires_ms <= now_ms`` is gone for every read
+    at once, whether or not ``kv_expire`` has deleted it yet."""
+
+    async def kv_get(self, ns: KvNamespace, key: str, now_ms: int) -> KvEntry | None:
+        """The key's entry, or None if it was never put, was deleted or has expired."""
+
+    async def kv_put(self, ns: KvNamespace, key: str, entry: KvEntry) -> None:
+        """Set the key to ``entry``, replacing all of a previous one (value, expiry and
+        metadata: a put without metadata leaves none). Durable before it returns, as a
+        send is; refused with ``StoreFull`` while the disk is full."""
+
+    async def kv_delete(self, ns: KvNamespace, key: str) -> None:
+        """Delete the key (nothing if there is none), durably."""
+
+    async def kv_list(
+        self, ns: KvNamespace, now_ms: int, prefix: str, after: str | None, limit: int
+    ) -> KvPage:
+        """Up to ``limit`` keys starting with ``prefix`` and greater than ``after``, in
+        order, without their values; expired keys left out. ``complete`` is false when
+        more keys match after the page (a listing resumes with ``after`` = the last key)."""
+
+    async def kv_expire(self, now_ms: int) -> int:
+        """Delete keys expired at ``now_ms``, in bounded chunks (the retention sweep calls
+        it); returns how many."""
+
+
 class Store(
-    Lifecycle, CatalogueReads, QueueAdmin, Messages, Browsing, MoveTasks, Coordination, Protocol
+    Lifecycle,
+    CatalogueReads,
+    QueueAdmin,
+    Messages,
+    Browsing,
+    MoveTasks,
+    Coordination,
+    Kv,
+    Protocol,
 ):
     """The queue authority: every facet. See the module docstring for the rules every method
     keeps. A caller that needs less is typed with only the facets it uses."""

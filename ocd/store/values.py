@@ -291,3 +291,51 @@ class MoveTaskRow:
     cursor: BrowseCursor | None = None
     spec: str = "{}"
     node: str = ""
+
+
+# ---------------------------------------------------------------- KV namespaces
+
+
+class KvNamespace(NamedTuple):
+    """One KV namespace: its id (the ``id`` of a ``kv_namespaces`` binding) in an account."""
+
+    account: str
+    namespace_id: str
+
+
+class KvEntry(NamedTuple):
+    """A key's value as stored: its bytes, when it expires (epoch ms; None: never) and its
+    metadata (JSON text, kept as given; None: none)."""
+
+    value: bytes
+    expires_ms: int | None = None
+    metadata: str | None = None
+
+
+class KvKey(NamedTuple):
+    """A key as a listing shows it."""
+
+    name: str
+    expires_ms: int | None
+    metadata: str | None
+
+
+class KvPage(NamedTuple):
+    """A page of a listing; ``complete`` when no key after its last one matches."""
+
+    keys: list[KvKey]
+    complete: bool
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string greater than every string starting with ``prefix`` (None: there is
+    none), so a prefix listing is a range scan. Code point order is UTF-8 byte order, the
+    order keys are kept in."""
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop()) + 1
+        if last == 0xD800:  # surrogates are never in a key
+            last = 0xE000
+        if last <= 0x10FFFF:
+            return "".join(chars) + chr(last)
+    return None

@@ -255,7 +255,7 @@ def test_ignore_unsupported_bindings_warns_and_the_binding_raises_when_used(tmp_
         port = p.wait_started()
         status, body, _ = request(f"http://127.0.0.1:{port}/")
         assert status == 500 and "Traceback" not in body
-        wait_sync(lambda: "KV binding FOO is not supported by ocd" in p.log, 10)
+        wait_sync(lambda: "R2 binding FOO is not supported by ocd" in p.log, 10)
         assert "NotImplementedError" in p.log
     finally:
         p.stop()

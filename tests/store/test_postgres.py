@@ -304,3 +304,17 @@ async def test_a_cron_tick_claimed_by_two_nodes_at_once_runs_on_one(nodes):
         )
         assert sorted(won) == [False, True]
     assert await a.cron_last_ticks() == await b.cron_last_ticks() == {"app|* * * * *": T0 + 240_000}
+
+
+async def test_every_node_reads_the_same_kv_namespace_at_once(nodes):
+    from ocd.store import KvEntry, KvNamespace
+
+    a, b = await nodes(2)
+    ns = KvNamespace("local", "shared")
+    await a.kv_put(ns, "k", KvEntry(b"from a"))
+    assert (await b.kv_get(ns, "k", T0)).value == b"from a"
+    await b.kv_delete(ns, "k")
+    assert await a.kv_get(ns, "k", T0) is None
+    await b.kv_put(ns, "gone", KvEntry(b"", T0 + 60_000))
+    assert await a.kv_expire(T0 + 60_000) == 1
+    assert (await b.kv_list(ns, T0, "", None, 10)).keys == []

@@ -1053,19 +1053,40 @@ def test_a_wrong_cron_is_a_key_path_error_and_crons_are_set_once(root: Path) -> 
 def test_every_unsupported_binding_is_refused_with_its_key_path(root: Path) -> None:
     got = wrangler_problems(
         root,
-        '[[kv_namespaces]]\nbinding = "FOO"\nid = "x"\n'
         '[[d1_databases]]\nbinding = "DB"\ndatabase_id = "x"\n'
         '[ai]\nbinding = "AI"\n'
         '[[durable_objects.bindings]]\nname = "LISTS"\nclass_name = "List"\n',
     )
-    tail = "are not supported by ocd (only queues, vars and crons); remove it or run this worker "
-    tail += "under wrangler dev"
+    tail = "are not supported by ocd (only queues, KV namespaces, vars and crons); remove it or "
+    tail += "run this worker under wrangler dev"
     assert got == [
-        ("app/wrangler.toml", "kv_namespaces[0]", f"KV bindings {tail}"),
         ("app/wrangler.toml", "d1_databases[0]", f"D1 bindings {tail}"),
         ("app/wrangler.toml", "durable_objects.bindings[0]", f"Durable Object bindings {tail}"),
         ("app/wrangler.toml", "ai", f"Workers AI bindings {tail}"),
     ]
+
+
+def test_kv_namespaces_are_bound_from_wrangler_files_and_ocd_toml(root: Path) -> None:
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n'
+          '[[kv_namespaces]]\nbinding = "KV"\nid = "abc"\n'
+          '[[kv_namespaces]]\nbinding = "LOCAL"\n')  # fmt: skip
+    config = load(root, WRANGLER_WORKER)
+    [worker] = config.workers
+    assert [(k.binding, k.id) for k in worker.kv_namespaces] == [("KV", "abc"), ("LOCAL", "LOCAL")]
+
+
+def test_kv_namespace_problems_name_file_and_key_path(root: Path) -> None:
+    got = wrangler_problems(
+        root,
+        '[vars]\nKV = "x"\n[[kv_namespaces]]\nbinding = "KV"\nid = "a"\n'
+        '[[kv_namespaces]]\nid = "b"\n[[kv_namespaces]]\nbinding = "B"\nid = "a b"\n',
+    )
+    assert got == [
+        ("app/wrangler.toml", "kv_namespaces[0].binding", 'binding "KV" is already used by a var'),
+        ("app/wrangler.toml", "kv_namespaces[1]", 'missing required key "binding"'),
+        ("app/wrangler.toml", "kv_namespaces[2].id",
+         'expected a namespace id (1..255 characters, no spaces), got "a b"'),
+    ]  # fmt: skip
 
 
 def test_ignore_unsupported_bindings_turns_refusals_into_warnings(root: Path) -> None:

@@ -447,3 +447,30 @@ WHERE state IN ('running', 'cancelling') AND node <> $1
   AND node NOT IN (SELECT node_id FROM ocd_nodes)
 RETURNING {MOVE_TASK_COLUMNS}
 """
+
+# ---------------------------------------------------------------- KV namespaces
+
+KV_GET = """
+SELECT value, expires_ms, metadata FROM ocd_kv
+WHERE account = $1 AND namespace = $2 AND key = $3 AND (expires_ms IS NULL OR expires_ms > $4)
+"""
+KV_PUT = """
+INSERT INTO ocd_kv (account, namespace, key, value, expires_ms, metadata)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (account, namespace, key) DO UPDATE SET
+  value = excluded.value, expires_ms = excluded.expires_ms, metadata = excluded.metadata
+"""
+KV_DELETE = "DELETE FROM ocd_kv WHERE account = $1 AND namespace = $2 AND key = $3"
+# $3 lower bound (inclusive), $4 after (exclusive), $5 upper bound (NULL: none), $6 now
+KV_LIST = """
+SELECT key, expires_ms, metadata FROM ocd_kv
+WHERE account = $1 AND namespace = $2 AND key >= $3 AND key > $4
+  AND ($5::text IS NULL OR key < $5) AND (expires_ms IS NULL OR expires_ms > $6)
+ORDER BY key LIMIT $7
+"""
+KV_EXPIRE = """
+DELETE FROM ocd_kv WHERE ctid IN (
+  SELECT ctid FROM ocd_kv WHERE expires_ms IS NOT NULL AND expires_ms <= $1 LIMIT $2
+  FOR UPDATE SKIP LOCKED
+)
+"""

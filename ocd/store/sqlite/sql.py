@@ -436,3 +436,34 @@ ADOPT_MOVE_TASKS = f"""
 UPDATE move_tasks SET node = ? WHERE state IN ('running', 'cancelling') AND node <> ?
 RETURNING {MOVE_TASK_COLUMNS}
 """
+
+# ---------------------------------------------------------------- KV namespaces
+
+KV_GET = """
+SELECT value, expires_ms, metadata FROM kv
+WHERE account = ? AND namespace = ? AND key = ? AND (expires_ms IS NULL OR expires_ms > ?)
+"""
+KV_PUT = """
+INSERT INTO kv (account, namespace, key, value, expires_ms, metadata) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (account, namespace, key) DO UPDATE SET
+  value = excluded.value, expires_ms = excluded.expires_ms, metadata = excluded.metadata
+"""
+KV_DELETE = "DELETE FROM kv WHERE account = ? AND namespace = ? AND key = ?"
+# account, namespace, lower bound (inclusive), after (exclusive), upper bound, now, limit
+KV_LIST = """
+SELECT key, expires_ms, metadata FROM kv
+WHERE account = ? AND namespace = ? AND key >= ? AND key > ? AND key < ?
+  AND (expires_ms IS NULL OR expires_ms > ?)
+ORDER BY key LIMIT ?
+"""
+KV_LIST_UNBOUNDED = """
+SELECT key, expires_ms, metadata FROM kv
+WHERE account = ? AND namespace = ? AND key >= ? AND key > ?
+  AND (expires_ms IS NULL OR expires_ms > ?)
+ORDER BY key LIMIT ?
+"""
+KV_EXPIRE = """
+DELETE FROM kv WHERE rowid IN (
+  SELECT rowid FROM kv WHERE expires_ms IS NOT NULL AND expires_ms <= ? LIMIT ?
+)
+"""

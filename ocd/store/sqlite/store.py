@@ -12,7 +12,7 @@ least what the high-water mark (``mark``) says was committed.
 
 The backend is one class, ``SqliteStore``, composed of a facet per module: ``core``
 (Lifecycle), ``queues`` (CatalogueReads, QueueAdmin), ``messages``, ``browse``, ``moves``
-and ``coordination``, each a subclass of ``SqliteCore`` that holds the shared state.
+``coordination`` and ``kv``, each a subclass of ``SqliteCore`` that holds the shared state.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 from ocd.store.sqlite.browse import SqliteBrowsing
 from ocd.store.sqlite.coordination import SqliteCoordination
 from ocd.store.sqlite.core import CHECKPOINT_EVERY_S, DB_NAME, WAL_LIMIT_BYTES, SqliteCore
+from ocd.store.sqlite.kv import SqliteKv
 from ocd.store.sqlite.messages import SqliteMessages
 from ocd.store.sqlite.moves import SqliteMoves
 from ocd.store.sqlite.queues import SqliteQueues
@@ -27,5 +28,7 @@ from ocd.store.sqlite.queues import SqliteQueues
 __all__ = ["CHECKPOINT_EVERY_S", "DB_NAME", "WAL_LIMIT_BYTES", "SqliteCore", "SqliteStore"]
 
 
-class SqliteStore(SqliteQueues, SqliteMessages, SqliteBrowsing, SqliteMoves, SqliteCoordination):
+class SqliteStore(
+    SqliteQueues, SqliteMessages, SqliteBrowsing, SqliteMoves, SqliteCoordination, SqliteKv
+):
     """The SQLite backend of :class:`ocd.store.Store`: every facet over one core."""

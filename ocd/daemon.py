@@ -25,6 +25,7 @@ from ocd.admin import Admin
 from ocd.catchall import catch_all, routes_of, serving
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config, ConsumerConfig, WorkerConfig, load_config
+from ocd.d1 import D1Binding, D1Service
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
 from ocd.errors import (
     ConfigError,
@@ -133,6 +134,7 @@ class Daemon:
             self.store.on_commit = self.metrics.committed
         self.producer = Producer(self.store, self.clock, self.metrics)
         self.kv = KvService(self.store, self.clock)
+        self.d1 = D1Service(self.config.server.data_dir)
         self.scheduler = Scheduler(self.store, self.clock, self.metrics)
 
     # ---------------------------------------------------------------- start
@@ -169,6 +171,7 @@ class Daemon:
             await self._stop_background()
             if self.js is not None:
                 await self.js.stop()
+            await self.d1.close()
             await self.store.close()
             raise
         self._log_summary()
@@ -207,7 +210,7 @@ class Daemon:
             return None, "workerd stopped (no JavaScript workers)" if self.js else None
         if self.js is not None and self.js.prepared.fingerprint == prepared.fingerprint:
             return self.js, None
-        host = WorkerdHost(config, prepared, self.producer, self.kv)
+        host = WorkerdHost(config, prepared, self.producer, self.kv, self.d1)
         try:
             await host.start()
         except WorkerdFailed as e:
@@ -241,7 +244,7 @@ class Daemon:
             raise StartupError("; ".join(str(x) for x in e.errors)) from e
         if prepared is None:
             return
-        self.js = WorkerdHost(self.config, prepared, self.producer, self.kv)
+        self.js = WorkerdHost(self.config, prepared, self.producer, self.kv, self.d1)
         try:
             await self.js.start()
         except WorkerdFailed as e:
@@ -257,6 +260,8 @@ class Daemon:
         for k in w.kv_namespaces:
             ns = KvNamespace(w.account, k.id)
             values[k.binding] = runtime.KvNamespace(KvBinding(self.kv, ns))
+        for d in w.d1_databases:
+            values[d.binding] = runtime.D1Database(D1Binding(self.d1, d.database_id))
         if w.assets is not None and w.assets.binding is not None:
             values[w.assets.binding] = AssetsBinding(self._assets(w))
         for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
@@ -582,6 +587,7 @@ class Daemon:
         if isinstance(self.clock, SteadyClock):
             await save_mark(self.clock, self.store.save_clock_mark)
         await self.admin.stop_moves()  # they go on after the next start
+        await self.d1.close()  # after workerd: its last batches have been answered
         await self.store.close()
         self.notifier.close()
         log.info(

@@ -33,9 +33,10 @@
     │   └── FifoSettingOnStandard   a FIFO-only setting on a standard queue; ``setting``
     ├── QueueSendError         a send broke a Cloudflare Queues limit; str() is "<cause> (<code>)"
     │   └── QueueSendArgumentError  wrong FIFO keys for the queue (also a TypeError)
-    └── KvRefused              a KV call broke a Workers KV limit (a key too long, a value or
-                               metadata too large, an expiry too soon); ``status`` is the
-                               HTTP status Cloudflare answers, str() its text
+    ├── KvRefused              a KV call broke a Workers KV limit (a key too long, a value or
+    │                          metadata too large, an expiry too soon); ``status`` is the
+    │                          HTTP status Cloudflare answers, str() its text
+    └── D1Error                a D1 query failed; str() is D1's text without its "D1_ERROR: "
 
 Worker-facing TypeErrors (wrong body for a content type, unknown content type) are plain
 ``TypeError`` as in workerd, not part of this tree.
@@ -302,3 +303,8 @@ class KvRefused(OcdError):
         self.status = status
         self.message = message
         super().__init__(message)
+
+
+class D1Error(OcdError):
+    """A D1 batch failed and changed nothing: SQLite's message and result code as D1 words
+    them ("no such table: x: SQLITE_ERROR"); the binding prefixes "D1_ERROR: "."""

@@ -31,6 +31,7 @@ from runtime.context import (
     wait_until,
     waitUntil,
 )
+from runtime.d1 import D1Database, D1Error, D1PreparedStatement
 from runtime.fetch import FetchResponse, fetch
 from runtime.http import Request, Response
 from runtime.kv import KvError, KvNamespace
@@ -46,6 +47,9 @@ from runtime.values import JsBytes, JsList, JsStr
 
 __all__ = [
     "BatchMarks",
+    "D1Database",
+    "D1Error",
+    "D1PreparedStatement",
     "DurableObject",
     "Env",
     "ExecutionContext",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ocd.cli import consume
+from ocd.cli import d1 as cli_d1
 from ocd.cli import queues as cli_queues
 from ocd.cli.logs import setup_logging
 from ocd.config import PROJECT_FILES, Config, find_project, load_config
@@ -119,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     cli_queues.add_parsers(sub)
     consume.add_parser(sub)
+    cli_d1.add_parser(sub, config_arg)
     return parser
 
 
@@ -172,6 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_ops.migrate_store(args.source, args.dsn, args.force)
     setup_logging(args.log_level, args.log_format)
     args.config = _project(args.config)
+    if args.command == "d1":
+        return cli_d1.run(args)
     if args.command in ("backup", "restore"):
         try:
             config = load_config(args.config)

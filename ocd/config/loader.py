@@ -38,6 +38,7 @@ from ocd.config.model import (
     AccountConfig,
     Config,
     ConsumerConfig,
+    D1DatabaseConfig,
     JsConfig,
     KvNamespaceConfig,
     ProducerConfig,
@@ -145,10 +146,17 @@ _ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
-    "no_bundle", "cf_config", "kv_namespaces",
+    "no_bundle", "cf_config", "kv_namespaces", "d1_databases",
 )  # fmt: skip
 _KV_KEYS = ("binding", "id")
 _WRANGLER_KV_KEYS = ("binding", "id", "preview_id", "remote", "experimental_remote")
+_D1_KEYS = ("binding", "database_name", "database_id", "migrations_dir", "migrations_table")
+_WRANGLER_D1_KEYS = (
+    *_D1_KEYS, "preview_database_id", "remote", "experimental_remote", "database_internal_env",
+)  # fmt: skip
+_D1_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_D1_ID_NAME = "a database id (1..128 of A-Z a-z 0-9 _ . -, not starting with . _ or -)"
+D1_ON_POSTGRES = 'D1 databases are a node\'s own: not available with [store] backend = "postgres"'
 _PRODUCER_KEYS = ("binding", "queue")
 _CONSUMER_KEYS = (
     "queue", "max_batch_size", "max_batch_timeout", "max_retries", "dead_letter_queue",
@@ -227,6 +235,7 @@ class _Loader:
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
         self.declared_queues: dict[tuple[str, str], str] = {}  # (account, name) -> key path
         self.js = JsConfig()
+        self.backend: str | None = None  # the store's, once read: D1 needs SQLite
 
     def checked(self, config: Config | None) -> Config:
         if self.problems or config is None:
@@ -246,6 +255,7 @@ class _Loader:
         server = self._server(top, store_table)
         store = self._store(store_table, server) if store_table and server is not None else None
         accounts = [self._account(p, item) for p, item in top.items("accounts")]
+        self.backend = store.backend if store is not None else None
         workers = [self._worker(p, item) for p, item in top.items("workers")]
         declared = [self._queue(p, item) for p, item in top.items("queues")]
         ui = self._ui(top)
@@ -611,12 +621,15 @@ class _Loader:
         vars_ = self._vars(pick("vars"))
         producers, consumers = self._worker_queues(pick("queues"), vars_, account, owner)
         kv = self._kv_namespaces(pick("kv_namespaces"), vars_, producers)
+        bound = set(vars_) | {p.binding for p in producers} | {k.binding for k in kv}
+        d1 = self._d1_databases(pick("d1_databases"), bound)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
             taken = (
                 static.binding in vars_
                 or any(p.binding == static.binding for p in producers)
                 or any(k.binding == static.binding for k in kv)
+                or any(d.binding == static.binding for d in d1)
             )
             if taken:
                 src = pick("assets")
@@ -648,6 +661,7 @@ class _Loader:
             producers=producers,
             consumers=consumers,
             kv_namespaces=kv,
+            d1_databases=d1,
             account=account,
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
             crons=tuple(schedules),
@@ -819,6 +833,50 @@ class _Loader:
                 ns_id = binding
             if ns_id:
                 out.append(KvNamespaceConfig(binding, ns_id))
+        return tuple(out)
+
+    def _d1_databases(self, src: Table, taken: set[str]) -> tuple[D1DatabaseConfig, ...]:
+        """``d1_databases``: a binding and its database; in a wrangler file the id and the
+        name may be left out as ``wrangler dev`` allows (each falls back to the other, then
+        to the binding)."""
+        out: list[D1DatabaseConfig] = []
+        if "d1_databases" in src and self.backend == "postgres":
+            src.problem("d1_databases", D1_ON_POSTGRES)
+            return ()
+        keys = _WRANGLER_D1_KEYS if src.file.wrangler else _D1_KEYS
+        required = ("binding",) if src.file.wrangler else ("binding", "database_id")
+        for kp, item in src.items("d1_databases"):
+            t = src.file.table(item, kp, keys, required=required)
+            if t is None:
+                continue
+            binding = t.text("binding", _IDENTIFIER.fullmatch, f"a binding {_IDENTIFIER_NAME}")
+            db_id = t.text("database_id", _D1_ID.fullmatch, _D1_ID_NAME)
+            name = t.text("database_name", bool, "a database name")
+            migrations = t.text("migrations_dir", bool, "a directory")
+            table = t.text("migrations_table", _IDENTIFIER.fullmatch, "a table name")
+            if src.file.wrangler:
+                t.boolean("remote", False)  # accepted; there is nothing remote here
+                t.boolean("experimental_remote", False)
+                t.get("preview_database_id")  # wrangler dev's; ocd has one database per id
+            if not binding:
+                continue
+            if binding in taken or any(d.binding == binding for d in out):
+                src.file.problem(f"{kp}.binding", f'binding "{binding}" is already used')
+                continue
+            if "database_id" not in t:
+                db_id = name if name and _D1_ID.fullmatch(name) else binding
+            if not db_id:
+                continue
+            base = src.file.path.parent
+            out.append(
+                D1DatabaseConfig(
+                    binding,
+                    name or db_id,
+                    db_id,
+                    absolute_path(base, migrations or "migrations"),
+                    table or "d1_migrations",
+                )
+            )
         return tuple(out)
 
     def _producer(self, file: File, path: str, item: object) -> ProducerConfig | None:

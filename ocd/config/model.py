@@ -78,6 +78,18 @@ class KvNamespaceConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class D1DatabaseConfig:
+    """A ``d1_databases`` binding: ``env.<binding>`` is the SQLite database
+    ``<data_dir>/d1/<database_id>.sqlite``; ``ocd d1`` names it by ``database_name``."""
+
+    binding: str
+    database_name: str
+    database_id: str
+    migrations_dir: Path  # absolute, against the file that declared it
+    migrations_table: str = "d1_migrations"
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerConfig:
     queue: str
     max_batch_size: int = 10
@@ -101,6 +113,7 @@ class WorkerConfig:
     producers: tuple[ProducerConfig, ...] = ()
     consumers: tuple[ConsumerConfig, ...] = ()
     kv_namespaces: tuple[KvNamespaceConfig, ...] = ()
+    d1_databases: tuple[D1DatabaseConfig, ...] = ()
     account: str = LOCAL_ACCOUNT
     handler_timeout_s: float = 900.0
     crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron

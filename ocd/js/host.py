@@ -3,7 +3,7 @@
 ``prepare`` (also what ``check-config`` runs): find workerd and esbuild, refuse a
 compatibility date newer than the binary supports, bundle each worker into
 ``<data_dir>/workerd/<name>/``, write the workerd config there. ``start``: the producer
-and KV endpoints on private unix sockets, then workerd, ready once its sockets listen. If workerd
+KV and D1 endpoints on private unix sockets, then workerd, ready once its sockets listen. If workerd
 dies it is started again with backoff; meanwhile batches are handed back unspent
 (``unreached``) and sends reject in the Worker (there is no Worker to send).
 """
@@ -28,9 +28,11 @@ import aiohttp
 from aiohttp import web
 
 from ocd.config import Config, WorkerConfig
+from ocd.d1 import D1Service
 from ocd.errors import HandlerThrew, WorkerLoadError, WorkerLoadErrors
 from ocd.files import FILE_MODE, private_dir, write_file
 from ocd.js import bundle, capnp, handlers, proxy, toolchain
+from ocd.js.d1 import D1Endpoint
 from ocd.js.invoke import Bridge, WorkerdKind
 from ocd.js.kv import KvEndpoint
 from ocd.js.producer import ProducerEndpoint
@@ -121,7 +123,9 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     source = resources.files("ocd.js").joinpath("bridge.js")
     write_file(out / "bridge.js", source.read_text())
     digest = hashlib.sha256(
-        repr((tools, prepared, _bindings(config), _kv_bindings(config))).encode()
+        repr(
+            (tools, prepared, _bindings(config), _kv_bindings(config), _d1_bindings(config))
+        ).encode()
     )
     for jw in prepared:
         digest.update((out / jw.module_path).read_bytes())
@@ -146,6 +150,7 @@ def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
         producers=tuple(p.binding for p in w.producers),
         serves_http=serves_http,
         kv=tuple(k.binding for k in w.kv_namespaces),
+        d1=tuple(d.binding for d in w.d1_databases),
     )
 
 
@@ -175,6 +180,11 @@ def _kv_bindings(config: Config) -> dict[tuple[str, str], KvNamespace]:
         for w in js_workers(config)
         for k in w.kv_namespaces
     }
+
+
+def _d1_bindings(config: Config) -> dict[tuple[str, str], str]:
+    """(worker, D1 binding) -> its database id, for the D1 endpoint."""
+    return {(w.name, d.binding): d.database_id for w in js_workers(config) for d in w.d1_databases}
 
 
 def check(config: Config) -> Prepared | None:
@@ -225,9 +235,11 @@ class WorkerdHost:
         prepared: Prepared,
         producer: Producer | None,
         kv: KvService | None = None,
+        d1: D1Service | None = None,
     ) -> None:
         self.config = config
         self.kv = kv
+        self.d1 = d1
         self.prepared = prepared
         self.producer = producer
         self.secret = secrets.token_urlsafe(32)
@@ -236,6 +248,7 @@ class WorkerdHost:
         self._bridge: Bridge | None = None
         self._runner: web.AppRunner | None = None
         self._kv_runner: web.AppRunner | None = None
+        self._d1_runner: web.AppRunner | None = None
         self._restarting: asyncio.Task[None] | None = None
         self._stopping = False
         self._sessions: dict[str, aiohttp.ClientSession] = {}
@@ -272,6 +285,11 @@ class WorkerdHost:
         await self._kv_runner.setup()
         await web.UnixSite(self._kv_runner, str(self._sock("kv"))).start()
         self._sock("kv").chmod(FILE_MODE)
+        d1_app = D1Endpoint(self.d1, self.secret, _d1_bindings(self.config)).app()
+        self._d1_runner = web.AppRunner(d1_app, access_log=None)
+        await self._d1_runner.setup()
+        await web.UnixSite(self._d1_runner, str(self._sock("d1"))).start()
+        self._sock("d1").chmod(FILE_MODE)
         self._write_config()
         await self._start_workerd()
 
@@ -285,6 +303,7 @@ class WorkerdHost:
             secret=self.secret,
             bridge_path="bridge.js",
             kv_address=f"unix:{self._sock('kv')}",
+            d1_address=f"unix:{self._sock('d1')}",
         )
         write_file(p.dir / "config.capnp", text)  # it holds the start's secret
 
@@ -409,4 +428,6 @@ class WorkerdHost:
             await self._runner.cleanup()
         if self._kv_runner is not None:
             await self._kv_runner.cleanup()
+        if self._d1_runner is not None:
+            await self._d1_runner.cleanup()
         shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -61,7 +61,9 @@ export default {
       out.okBatch = ok.map((r) => r.results);
       try { await env.DB.prepare("SELECT * FROM x").all(); } catch (e) { out.error = e.message; }
       out.exec = await env.DB.exec("CREATE TABLE IF NOT EXISTS e (a);\\nINSERT INTO e VALUES (1);");
-      try { await env.DB.exec("INSERT INTO nowhere VALUES (1)"); } catch (e) { out.execError = e.message; }
+      try {
+        await env.DB.exec("INSERT INTO nowhere VALUES (1)");
+      } catch (e) { out.execError = e.message; }
       return Response.json(out);
     }
     return new Response("not found", { status: 404 });

@@ -1053,14 +1053,11 @@ def test_a_wrong_cron_is_a_key_path_error_and_crons_are_set_once(root: Path) -> 
 def test_every_unsupported_binding_is_refused_with_its_key_path(root: Path) -> None:
     got = wrangler_problems(
         root,
-        '[[d1_databases]]\nbinding = "DB"\ndatabase_id = "x"\n'
-        '[ai]\nbinding = "AI"\n'
-        '[[durable_objects.bindings]]\nname = "LISTS"\nclass_name = "List"\n',
+        '[ai]\nbinding = "AI"\n[[durable_objects.bindings]]\nname = "LISTS"\nclass_name = "List"\n',
     )
-    tail = "are not supported by ocd (only queues, KV namespaces, vars and crons); remove it or "
-    tail += "run this worker under wrangler dev"
+    tail = "are not supported by ocd (only queues, KV namespaces, D1 databases, vars and crons); "
+    tail += "remove it or run this worker under wrangler dev"
     assert got == [
-        ("app/wrangler.toml", "d1_databases[0]", f"D1 bindings {tail}"),
         ("app/wrangler.toml", "durable_objects.bindings[0]", f"Durable Object bindings {tail}"),
         ("app/wrangler.toml", "ai", f"Workers AI bindings {tail}"),
     ]
@@ -1086,6 +1083,51 @@ def test_kv_namespace_problems_name_file_and_key_path(root: Path) -> None:
         ("app/wrangler.toml", "kv_namespaces[1]", 'missing required key "binding"'),
         ("app/wrangler.toml", "kv_namespaces[2].id",
          'expected a namespace id (1..255 characters, no spaces), got "a b"'),
+    ]  # fmt: skip
+
+
+def test_d1_databases_are_bound_from_wrangler_files_and_ocd_toml(root: Path) -> None:
+    write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n'
+          '[[d1_databases]]\nbinding = "DB"\ndatabase_name = "prod"\n'
+          'database_id = "0f6c-11"\nmigrations_dir = "db/migrations"\n'
+          'preview_database_id = "p"\n'
+          '[[d1_databases]]\nbinding = "LOCAL"\n')  # fmt: skip
+    [worker] = load(root, WRANGLER_WORKER).workers
+    got = [(d.binding, d.database_name, d.database_id, d.migrations_dir, d.migrations_table)
+           for d in worker.d1_databases]  # fmt: skip
+    assert got == [
+        ("DB", "prod", "0f6c-11", root / "app" / "db" / "migrations", "d1_migrations"),
+        ("LOCAL", "LOCAL", "LOCAL", root / "app" / "migrations", "d1_migrations"),
+    ]
+    [worker] = load(
+        root, WORKER + 'd1_databases = [{ binding = "DB", database_id = "a" }]\n'
+    ).workers
+    assert worker.d1_databases[0].migrations_dir == root / "migrations"
+
+
+def test_d1_database_problems_name_file_and_key_path(root: Path) -> None:
+    got = wrangler_problems(
+        root,
+        '[vars]\nDB = "x"\n[[d1_databases]]\nbinding = "DB"\n'
+        '[[d1_databases]]\nbinding = "B"\ndatabase_id = "../up"\n'
+        '[[d1_databases]]\nbinding = "C"\nmigrations_pattern = "x/*.sql"\n',
+    )
+    assert got == [
+        ("app/wrangler.toml", "d1_databases[0].binding", 'binding "DB" is already used'),
+        ("app/wrangler.toml", "d1_databases[1].database_id",
+         'expected a database id (1..128 of A-Z a-z 0-9 _ . -, not starting with . _ or -), '
+         'got "../up"'),
+        ("app/wrangler.toml", "d1_databases[2].migrations_pattern",
+         'unknown key "migrations_pattern"'),
+    ]  # fmt: skip
+
+
+def test_d1_databases_are_refused_on_postgres(root: Path) -> None:
+    text = POSTGRES + "dsn = 'postgresql://x@h/db'\n" + WORKER
+    text += 'd1_databases = [{ binding = "DB", database_id = "a" }]\n'
+    assert problems(root, text) == [
+        ("workers[0].d1_databases",
+         'D1 databases are a node\'s own: not available with [store] backend = "postgres"'),
     ]  # fmt: skip
 
 

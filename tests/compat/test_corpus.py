@@ -151,14 +151,10 @@ def test_wsgi_and_asgi_apps_through_workers_wsgi_and_import_asgi(corpus):
 
 # ------------------------------------------------------------------ refused at check-config
 
-SUFFIX = "are not supported by ocd (only queues, vars and crons); remove it or run this worker under wrangler dev"  # noqa: E501
+SUFFIX = "are not supported by ocd (only queues, KV namespaces, D1 databases, vars and crons); remove it or run this worker under wrangler dev"  # noqa: E501
 
 REFUSED = [
     # (what, wrangler.jsonc body, key path, feature)
-    ("kv", '"kv_namespaces": [{"binding": "FOO", "id": "abc"}]', "kv_namespaces[0]",
-     "KV bindings"),
-    ("d1", '"d1_databases": [{"binding": "DB", "database_name": "q", "database_id": "x"}]',
-     "d1_databases[0]", "D1 bindings"),
     ("r2", '"r2_buckets": [{"binding": "B", "bucket_name": "b"}]', "r2_buckets[0]",
      "R2 bindings"),
     ("durable-objects",

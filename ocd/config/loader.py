@@ -42,6 +42,7 @@ from ocd.config.model import (
     KvNamespaceConfig,
     ProducerConfig,
     QueueConfig,
+    R2BucketConfig,
     ServerConfig,
     SqsConfig,
     SqsKey,
@@ -145,10 +146,17 @@ _ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
-    "no_bundle", "cf_config", "kv_namespaces",
+    "no_bundle", "cf_config", "kv_namespaces", "r2_buckets",
 )  # fmt: skip
 _KV_KEYS = ("binding", "id")
 _WRANGLER_KV_KEYS = ("binding", "id", "preview_id", "remote", "experimental_remote")
+_R2_KEYS = ("binding", "bucket_name")
+_WRANGLER_R2_KEYS = (
+    "binding", "bucket_name", "preview_bucket_name", "jurisdiction", "remote",
+    "experimental_remote",
+)  # fmt: skip
+# R2's own rule for bucket names, which also makes each a safe directory name
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 _PRODUCER_KEYS = ("binding", "queue")
 _CONSUMER_KEYS = (
     "queue", "max_batch_size", "max_batch_timeout", "max_retries", "dead_letter_queue",
@@ -227,6 +235,7 @@ class _Loader:
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
         self.declared_queues: dict[tuple[str, str], str] = {}  # (account, name) -> key path
         self.js = JsConfig()
+        self.backend = "sqlite"  # [store] backend, read before the workers
 
     def checked(self, config: Config | None) -> Config:
         if self.problems or config is None:
@@ -245,6 +254,7 @@ class _Loader:
         store_table = top.table("store", _STORE_KEYS)
         server = self._server(top, store_table)
         store = self._store(store_table, server) if store_table and server is not None else None
+        self.backend = store.backend if store is not None else "sqlite"
         accounts = [self._account(p, item) for p, item in top.items("accounts")]
         workers = [self._worker(p, item) for p, item in top.items("workers")]
         declared = [self._queue(p, item) for p, item in top.items("queues")]
@@ -611,6 +621,8 @@ class _Loader:
         vars_ = self._vars(pick("vars"))
         producers, consumers = self._worker_queues(pick("queues"), vars_, account, owner)
         kv = self._kv_namespaces(pick("kv_namespaces"), vars_, producers)
+        taken = [*vars_, *(p.binding for p in producers), *(k.binding for k in kv)]
+        r2 = self._r2_buckets(pick("r2_buckets"), js, taken)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
             taken = (
@@ -648,6 +660,7 @@ class _Loader:
             producers=producers,
             consumers=consumers,
             kv_namespaces=kv,
+            r2_buckets=r2,
             account=account,
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
             crons=tuple(schedules),
@@ -819,6 +832,47 @@ class _Loader:
                 ns_id = binding
             if ns_id:
                 out.append(KvNamespaceConfig(binding, ns_id))
+        return tuple(out)
+
+    def _r2_buckets(self, src: Table, js: bool, taken: list[str]) -> tuple[R2BucketConfig, ...]:
+        """``r2_buckets``: each a binding and a bucket name. A bucket's objects are files on
+        this node, so neither a PostgreSQL store (shared by nodes) nor a Python worker (no
+        binding yet) gets one; both are refused here, not at the first call."""
+        out: list[R2BucketConfig] = []
+        keys = _WRANGLER_R2_KEYS if src.file.wrangler else _R2_KEYS
+        for kp, item in src.items("r2_buckets"):
+            if self.backend == "postgres":
+                src.file.problem(
+                    kp,
+                    'R2 buckets are a node\'s own: not available with [store] backend = "postgres"',
+                )
+                continue
+            if not js:
+                src.file.problem(
+                    kp, "R2 buckets are bound for JavaScript/TypeScript workers only, not Python"
+                )
+                continue
+            t = src.file.table(item, kp, keys, required=("binding", "bucket_name"))
+            if t is None:
+                continue
+            binding = t.text("binding", _IDENTIFIER.fullmatch, f"a binding {_IDENTIFIER_NAME}")
+            bucket = t.text(
+                "bucket_name",
+                _BUCKET_NAME.fullmatch,
+                "an R2 bucket name (3..63 of a-z 0-9 -, starting and ending with a letter or "
+                "digit)",
+            )
+            if src.file.wrangler:
+                t.boolean("remote", False)  # accepted; there is nothing remote here
+                t.boolean("experimental_remote", False)
+                t.get("preview_bucket_name")  # wrangler dev's; ocd has one bucket per name
+                t.get("jurisdiction")
+            if not binding or not bucket:
+                continue
+            if binding in taken or any(b.binding == binding for b in out):
+                src.file.problem(f"{kp}.binding", f'binding "{binding}" is already used')
+                continue
+            out.append(R2BucketConfig(binding, bucket))
         return tuple(out)
 
     def _producer(self, file: File, path: str, item: object) -> ProducerConfig | None:

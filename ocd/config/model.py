@@ -78,6 +78,15 @@ class KvNamespaceConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class R2BucketConfig:
+    """An ``r2_buckets`` binding: ``env.<binding>`` reads and writes bucket ``bucket_name``,
+    kept under ``<data_dir>/r2/<bucket_name>/``."""
+
+    binding: str
+    bucket_name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerConfig:
     queue: str
     max_batch_size: int = 10
@@ -101,6 +110,7 @@ class WorkerConfig:
     producers: tuple[ProducerConfig, ...] = ()
     consumers: tuple[ConsumerConfig, ...] = ()
     kv_namespaces: tuple[KvNamespaceConfig, ...] = ()
+    r2_buckets: tuple[R2BucketConfig, ...] = ()
     account: str = LOCAL_ACCOUNT
     handler_timeout_s: float = 900.0
     crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron

@@ -33,9 +33,11 @@
     │   └── FifoSettingOnStandard   a FIFO-only setting on a standard queue; ``setting``
     ├── QueueSendError         a send broke a Cloudflare Queues limit; str() is "<cause> (<code>)"
     │   └── QueueSendArgumentError  wrong FIFO keys for the queue (also a TypeError)
-    └── KvRefused              a KV call broke a Workers KV limit (a key too long, a value or
-                               metadata too large, an expiry too soon); ``status`` is the
-                               HTTP status Cloudflare answers, str() its text
+    ├── KvRefused              a KV call broke a Workers KV limit (a key too long, a value or
+    │                          metadata too large, an expiry too soon); ``status`` is the
+    │                          HTTP status Cloudflare answers, str() its text
+    └── R2Refused              an R2 call R2 would refuse (no such key or upload, a failed
+                               precondition, a bad digest or range); ``status``, ``v4code``
 
 Worker-facing TypeErrors (wrong body for a content type, unknown content type) are plain
 ``TypeError`` as in workerd, not part of this tree.
@@ -301,4 +303,17 @@ class KvRefused(OcdError):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         self.message = message
+        super().__init__(message)
+
+
+class R2Refused(OcdError):
+    """An R2 call refused as R2 refuses it: ``status`` (HTTP), ``v4code`` (Cloudflare's
+    API code, which workerd puts in the error it throws) and R2's text; ``current``: the
+    object's metadata where R2 sends it along (a failed precondition of a get)."""
+
+    def __init__(self, status: int, v4code: int, message: str, current: object = None) -> None:
+        self.status = status
+        self.v4code = v4code
+        self.message = message
+        self.current = current
         super().__init__(message)

@@ -621,8 +621,8 @@ class _Loader:
         vars_ = self._vars(pick("vars"))
         producers, consumers = self._worker_queues(pick("queues"), vars_, account, owner)
         kv = self._kv_namespaces(pick("kv_namespaces"), vars_, producers)
-        taken = [*vars_, *(p.binding for p in producers), *(k.binding for k in kv)]
-        r2 = self._r2_buckets(pick("r2_buckets"), js, taken)
+        used = [*vars_, *(p.binding for p in producers), *(k.binding for k in kv)]
+        r2 = self._r2_buckets(pick("r2_buckets"), js, used)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
             taken = (

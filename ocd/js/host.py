@@ -34,10 +34,12 @@ from ocd.js import bundle, capnp, handlers, proxy, toolchain
 from ocd.js.invoke import Bridge, WorkerdKind
 from ocd.js.kv import KvEndpoint
 from ocd.js.producer import ProducerEndpoint
+from ocd.js.r2 import R2Endpoint
 from ocd.js.reports import ErrorReports, load_maps
 from ocd.js.workerd import Workerd, WorkerdFailed
 from ocd.kv import KvService
 from ocd.producer import Producer
+from ocd.r2 import R2Service
 from ocd.store import KvNamespace
 
 log = logging.getLogger(__name__)
@@ -121,7 +123,9 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     source = resources.files("ocd.js").joinpath("bridge.js")
     write_file(out / "bridge.js", source.read_text())
     digest = hashlib.sha256(
-        repr((tools, prepared, _bindings(config), _kv_bindings(config))).encode()
+        repr(
+            (tools, prepared, _bindings(config), _kv_bindings(config), _r2_bindings(config))
+        ).encode()
     )
     for jw in prepared:
         digest.update((out / jw.module_path).read_bytes())
@@ -146,6 +150,7 @@ def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
         producers=tuple(p.binding for p in w.producers),
         serves_http=serves_http,
         kv=tuple(k.binding for k in w.kv_namespaces),
+        r2=tuple(b.binding for b in w.r2_buckets),
     )
 
 
@@ -175,6 +180,11 @@ def _kv_bindings(config: Config) -> dict[tuple[str, str], KvNamespace]:
         for w in js_workers(config)
         for k in w.kv_namespaces
     }
+
+
+def _r2_bindings(config: Config) -> dict[tuple[str, str], str]:
+    """(worker, R2 binding) -> its bucket's name, for the R2 endpoint."""
+    return {(w.name, b.binding): b.bucket_name for w in js_workers(config) for b in w.r2_buckets}
 
 
 def check(config: Config) -> Prepared | None:
@@ -225,9 +235,11 @@ class WorkerdHost:
         prepared: Prepared,
         producer: Producer | None,
         kv: KvService | None = None,
+        r2: R2Service | None = None,
     ) -> None:
         self.config = config
         self.kv = kv
+        self.r2 = r2
         self.prepared = prepared
         self.producer = producer
         self.secret = secrets.token_urlsafe(32)
@@ -236,6 +248,7 @@ class WorkerdHost:
         self._bridge: Bridge | None = None
         self._runner: web.AppRunner | None = None
         self._kv_runner: web.AppRunner | None = None
+        self._r2_runner: web.AppRunner | None = None
         self._restarting: asyncio.Task[None] | None = None
         self._stopping = False
         self._sessions: dict[str, aiohttp.ClientSession] = {}
@@ -272,6 +285,11 @@ class WorkerdHost:
         await self._kv_runner.setup()
         await web.UnixSite(self._kv_runner, str(self._sock("kv"))).start()
         self._sock("kv").chmod(FILE_MODE)
+        r2_app = R2Endpoint(self.r2, self.secret, _r2_bindings(self.config)).app()
+        self._r2_runner = web.AppRunner(r2_app, access_log=None)
+        await self._r2_runner.setup()
+        await web.UnixSite(self._r2_runner, str(self._sock("r2"))).start()
+        self._sock("r2").chmod(FILE_MODE)
         self._write_config()
         await self._start_workerd()
 
@@ -285,6 +303,7 @@ class WorkerdHost:
             secret=self.secret,
             bridge_path="bridge.js",
             kv_address=f"unix:{self._sock('kv')}",
+            r2_address=f"unix:{self._sock('r2')}",
         )
         write_file(p.dir / "config.capnp", text)  # it holds the start's secret
 
@@ -409,4 +428,6 @@ class WorkerdHost:
             await self._runner.cleanup()
         if self._kv_runner is not None:
             await self._kv_runner.cleanup()
+        if self._r2_runner is not None:
+            await self._r2_runner.cleanup()
         shutil.rmtree(self.run_dir, ignore_errors=True)

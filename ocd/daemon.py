@@ -58,6 +58,7 @@ from ocd.posture import weakenings
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.python_handler import QueueCall
+from ocd.r2 import R2Service
 from ocd.scheduler import Schedule, Scheduler, schedules_of
 from ocd.store import KvNamespace, Store, make_store
 from runtime.unsupported import Unsupported
@@ -135,6 +136,7 @@ class Daemon:
         self.producer = Producer(self.store, self.clock, self.metrics)
         self.kv = KvService(self.store, self.clock)
         self.d1 = D1Service(self.config.server.data_dir)
+        self.r2 = R2Service(self.config.server.data_dir, self.clock)
         self.scheduler = Scheduler(self.store, self.clock, self.metrics)
 
     # ---------------------------------------------------------------- start
@@ -210,7 +212,7 @@ class Daemon:
             return None, "workerd stopped (no JavaScript workers)" if self.js else None
         if self.js is not None and self.js.prepared.fingerprint == prepared.fingerprint:
             return self.js, None
-        host = WorkerdHost(config, prepared, self.producer, self.kv, self.d1)
+        host = WorkerdHost(config, prepared, self.producer, self.kv, self.d1, self.r2)
         try:
             await host.start()
         except WorkerdFailed as e:
@@ -244,7 +246,7 @@ class Daemon:
             raise StartupError("; ".join(str(x) for x in e.errors)) from e
         if prepared is None:
             return
-        self.js = WorkerdHost(self.config, prepared, self.producer, self.kv, self.d1)
+        self.js = WorkerdHost(self.config, prepared, self.producer, self.kv, self.d1, self.r2)
         try:
             await self.js.start()
         except WorkerdFailed as e:
@@ -589,6 +591,7 @@ class Daemon:
         await self.admin.stop_moves()  # they go on after the next start
         await self.d1.close()  # after workerd: its last batches have been answered
         await self.store.close()
+        self.r2.close()
         self.notifier.close()
         log.info(
             "stopped (%d batch(es) were in flight at shutdown)",

@@ -36,7 +36,9 @@
     ├── KvRefused              a KV call broke a Workers KV limit (a key too long, a value or
     │                          metadata too large, an expiry too soon); ``status`` is the
     │                          HTTP status Cloudflare answers, str() its text
-    └── D1Error                a D1 query failed; str() is D1's text without its "D1_ERROR: "
+    ├── D1Error                a D1 query failed; str() is D1's text without its "D1_ERROR: "
+    └── R2Refused              an R2 call R2 would refuse (no such key or upload, a failed
+                               precondition, a bad digest or range); ``status``, ``v4code``
 
 Worker-facing TypeErrors (wrong body for a content type, unknown content type) are plain
 ``TypeError`` as in workerd, not part of this tree.
@@ -308,3 +310,16 @@ class KvRefused(OcdError):
 class D1Error(OcdError):
     """A D1 batch failed and changed nothing: SQLite's message and result code as D1 words
     them ("no such table: x: SQLITE_ERROR"); the binding prefixes "D1_ERROR: "."""
+
+
+class R2Refused(OcdError):
+    """An R2 call refused as R2 refuses it: ``status`` (HTTP), ``v4code`` (Cloudflare's
+    API code, which workerd puts in the error it throws) and R2's text; ``current``: the
+    object's metadata where R2 sends it along (a failed precondition of a get)."""
+
+    def __init__(self, status: int, v4code: int, message: str, current: object = None) -> None:
+        self.status = status
+        self.v4code = v4code
+        self.message = message
+        self.current = current
+        super().__init__(message)

@@ -25,6 +25,12 @@ a KV value                             ``KV_VALUE_BYTES`` 25 MiB      Workers KV
 a KV key's metadata (JSON)             ``KV_METADATA_BYTES`` 1,024 B  Workers KV
 a KV expiry, from now                  ``KV_MIN_TTL_S`` 60 s at least Workers KV
 keys per KV list                       ``KV_LIST_KEYS`` 1..1,000      Workers KV
+an R2 object key (UTF-8)               ``R2_KEY_BYTES`` 1,024 B       R2
+an R2 object (one put)                 ``R2_OBJECT_BYTES`` < 5 GiB    R2
+an R2 object's custom metadata         ``R2_METADATA_BYTES`` 2,048 B  R2
+objects per R2 list                    ``R2_LIST_KEYS`` 1..1,000      R2
+a multipart part but the last          ``R2_PART_BYTES`` >= 5 MiB     R2
+parts of a multipart upload            ``R2_PARTS`` 1..10,000         R2
 =====================================  =============================  ====================
 
 Error codes are Cloudflare's where one is known (reference 1.5 and the REST API's 10000 /
@@ -81,6 +87,17 @@ KV_VALUE_BYTES = 25 * 1024 * 1024
 KV_METADATA_BYTES = 1024
 KV_MIN_TTL_S = 60
 KV_LIST_KEYS = Range(1, 1000)
+
+# ---------------------------------------------------------------- R2
+
+R2_KEY_BYTES = 1024
+R2_OBJECT_BYTES = 5 * 1024**3 - 5 * 1024**2
+R2_METADATA_BYTES = 2048
+R2_LIST_KEYS = Range(1, 1000)
+R2_LIST_WITH_METADATA = 100  # R2 lists fewer when it includes metadata
+R2_PART_BYTES = 5 * 1024 * 1024
+R2_PARTS = Range(1, 10_000)
+R2_DELETE_KEYS = 1000
 
 # ---------------------------------------------------------------- error codes
 

@@ -1,11 +1,11 @@
 """What a wrangler file may bind that ocd does not run, and cron triggers.
 
-ocd runs queues, KV namespaces, D1 databases, vars and crons. Any other binding in a
-wrangler file is refused when the config is loaded (``check-config`` and ``serve`` alike)
-with its file, key path and a sentence naming the feature, instead of passing the check and
-failing at request time on ``env.AI``. A worker entry's ``ignore_unsupported_bindings =
-true`` turns each refusal into a warning; the binding is then in ``env`` as a placeholder
-that raises NotImplementedError naming it when used.
+ocd runs queues, KV namespaces, D1 databases, R2 buckets, vars and crons. Any other binding
+in a wrangler file is refused when the config is loaded (``check-config`` and ``serve``
+alike) with its file, key path and a sentence naming the feature, instead of passing the
+check and failing at request time on ``env.AI``. A worker entry's
+``ignore_unsupported_bindings = true`` turns each refusal into a warning; the binding is
+then in ``env`` as a placeholder that raises NotImplementedError naming it when used.
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from typing import Literal
 from ocd import cron
 from ocd.config.file import Table, absolute_path
 
-SUPPORTED = "only queues, KV namespaces, D1 databases, vars and crons"
+SUPPORTED = "only queues, KV namespaces, D1 databases, R2 buckets, vars and crons"
 ADVICE = "remove it or run this worker under wrangler dev"
 
 # wrangler key -> what it binds, as the sentence names it. Keys whose value is one table
 # (``ai``, ``browser``) bind one name; the others are arrays of bindings.
 UNSUPPORTED: dict[str, str] = {
-    "r2_buckets": "R2 bindings",
     "durable_objects": "Durable Object bindings",
     "services": "service bindings",
     "workflows": "Workflow bindings",

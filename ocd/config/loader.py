@@ -43,6 +43,7 @@ from ocd.config.model import (
     KvNamespaceConfig,
     ProducerConfig,
     QueueConfig,
+    R2BucketConfig,
     ServerConfig,
     SqsConfig,
     SqsKey,
@@ -146,7 +147,7 @@ _ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
-    "no_bundle", "cf_config", "kv_namespaces", "d1_databases",
+    "no_bundle", "cf_config", "kv_namespaces", "d1_databases", "r2_buckets",
 )  # fmt: skip
 _KV_KEYS = ("binding", "id")
 _WRANGLER_KV_KEYS = ("binding", "id", "preview_id", "remote", "experimental_remote")
@@ -157,6 +158,13 @@ _WRANGLER_D1_KEYS = (
 _D1_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _D1_ID_NAME = "a database id (1..128 of A-Z a-z 0-9 _ . -, not starting with . _ or -)"
 D1_ON_POSTGRES = 'D1 databases are a node\'s own: not available with [store] backend = "postgres"'
+_R2_KEYS = ("binding", "bucket_name")
+_WRANGLER_R2_KEYS = (
+    "binding", "bucket_name", "preview_bucket_name", "jurisdiction", "remote",
+    "experimental_remote",
+)  # fmt: skip
+# R2's own rule for bucket names, which also makes each a safe directory name
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 _PRODUCER_KEYS = ("binding", "queue")
 _CONSUMER_KEYS = (
     "queue", "max_batch_size", "max_batch_timeout", "max_retries", "dead_letter_queue",
@@ -235,7 +243,7 @@ class _Loader:
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
         self.declared_queues: dict[tuple[str, str], str] = {}  # (account, name) -> key path
         self.js = JsConfig()
-        self.backend: str | None = None  # the store's, once read: D1 needs SQLite
+        self.backend = "sqlite"  # [store] backend, read before the workers: D1 and R2 need SQLite
 
     def checked(self, config: Config | None) -> Config:
         if self.problems or config is None:
@@ -254,8 +262,8 @@ class _Loader:
         store_table = top.table("store", _STORE_KEYS)
         server = self._server(top, store_table)
         store = self._store(store_table, server) if store_table and server is not None else None
+        self.backend = store.backend if store is not None else "sqlite"
         accounts = [self._account(p, item) for p, item in top.items("accounts")]
-        self.backend = store.backend if store is not None else None
         workers = [self._worker(p, item) for p, item in top.items("workers")]
         declared = [self._queue(p, item) for p, item in top.items("queues")]
         ui = self._ui(top)
@@ -623,6 +631,8 @@ class _Loader:
         kv = self._kv_namespaces(pick("kv_namespaces"), vars_, producers)
         bound = set(vars_) | {p.binding for p in producers} | {k.binding for k in kv}
         d1 = self._d1_databases(pick("d1_databases"), bound)
+        used = [*bound, *(d.binding for d in d1)]
+        r2 = self._r2_buckets(pick("r2_buckets"), js, used)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
             taken = (
@@ -662,6 +672,7 @@ class _Loader:
             consumers=consumers,
             kv_namespaces=kv,
             d1_databases=d1,
+            r2_buckets=r2,
             account=account,
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
             crons=tuple(schedules),
@@ -877,6 +888,47 @@ class _Loader:
                     table or "d1_migrations",
                 )
             )
+        return tuple(out)
+
+    def _r2_buckets(self, src: Table, js: bool, taken: list[str]) -> tuple[R2BucketConfig, ...]:
+        """``r2_buckets``: each a binding and a bucket name. A bucket's objects are files on
+        this node, so neither a PostgreSQL store (shared by nodes) nor a Python worker (no
+        binding yet) gets one; both are refused here, not at the first call."""
+        out: list[R2BucketConfig] = []
+        keys = _WRANGLER_R2_KEYS if src.file.wrangler else _R2_KEYS
+        for kp, item in src.items("r2_buckets"):
+            if self.backend == "postgres":
+                src.file.problem(
+                    kp,
+                    'R2 buckets are a node\'s own: not available with [store] backend = "postgres"',
+                )
+                continue
+            if not js:
+                src.file.problem(
+                    kp, "R2 buckets are bound for JavaScript/TypeScript workers only, not Python"
+                )
+                continue
+            t = src.file.table(item, kp, keys, required=("binding", "bucket_name"))
+            if t is None:
+                continue
+            binding = t.text("binding", _IDENTIFIER.fullmatch, f"a binding {_IDENTIFIER_NAME}")
+            bucket = t.text(
+                "bucket_name",
+                _BUCKET_NAME.fullmatch,
+                "an R2 bucket name (3..63 of a-z 0-9 -, starting and ending with a letter or "
+                "digit)",
+            )
+            if src.file.wrangler:
+                t.boolean("remote", False)  # accepted; there is nothing remote here
+                t.boolean("experimental_remote", False)
+                t.get("preview_bucket_name")  # wrangler dev's; ocd has one bucket per name
+                t.get("jurisdiction")
+            if not binding or not bucket:
+                continue
+            if binding in taken or any(b.binding == binding for b in out):
+                src.file.problem(f"{kp}.binding", f'binding "{binding}" is already used')
+                continue
+            out.append(R2BucketConfig(binding, bucket))
         return tuple(out)
 
     def _producer(self, file: File, path: str, item: object) -> ProducerConfig | None:

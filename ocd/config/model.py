@@ -90,6 +90,15 @@ class D1DatabaseConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class R2BucketConfig:
+    """An ``r2_buckets`` binding: ``env.<binding>`` reads and writes bucket ``bucket_name``,
+    kept under ``<data_dir>/r2/<bucket_name>/``."""
+
+    binding: str
+    bucket_name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerConfig:
     queue: str
     max_batch_size: int = 10
@@ -114,6 +123,7 @@ class WorkerConfig:
     consumers: tuple[ConsumerConfig, ...] = ()
     kv_namespaces: tuple[KvNamespaceConfig, ...] = ()
     d1_databases: tuple[D1DatabaseConfig, ...] = ()
+    r2_buckets: tuple[R2BucketConfig, ...] = ()
     account: str = LOCAL_ACCOUNT
     handler_timeout_s: float = 900.0
     crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron

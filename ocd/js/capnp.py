@@ -3,7 +3,7 @@ own built-in queues would otherwise hold the messages.
 
 One worker service per JS worker (``w_<name>``; its entry wraps the bundle so that
 ``console`` lines carry the worker's name), one external service per producer binding
-pointing at ocd's producer socket (and one per KV or D1 binding at its own socket) with the
+pointing at ocd's producer socket (and one per KV, D1 or R2 binding at its own socket) with the
 binding's identity and the start's secret injected, the bridge
 (``service_binding_extra_handlers``) with a service binding per worker,
 and sockets: the bridge's, and one per worker with routes.
@@ -37,6 +37,7 @@ class JsWorker:
     serves_http: bool
     kv: tuple[str, ...] = ()  # KV namespace binding names
     d1: tuple[str, ...] = ()  # D1 database binding names
+    r2: tuple[str, ...] = ()  # R2 bucket binding names
 
 
 def service(name: str) -> str:
@@ -155,6 +156,7 @@ def config_text(
     bridge_path: str,
     kv_address: str = "",
     d1_address: str = "",
+    r2_address: str = "",
 ) -> str:
     services: list[str] = []
     for w in workers:
@@ -198,6 +200,13 @@ def config_text(
             services.append(
                 f"(name = {_text(_d1_service(w.name, b))}, external = (address = "
                 f"{_text(d1_address)}, http = (injectRequestHeaders = [{headers}])))"
+            )
+        for b in w.r2:
+            bindings.append(f"(name = {_text(b)}, r2Bucket = {_text(_r2_service(w.name, b))})")
+            headers = _identity(w.name, b, secret)
+            services.append(
+                f"(name = {_text(_r2_service(w.name, b))}, external = (address = "
+                f"{_text(r2_address)}, http = (injectRequestHeaders = [{headers}])))"
             )
         flags = ", ".join(_text(f) for f in w.compatibility_flags)
         services.append(
@@ -251,6 +260,10 @@ def _kv_service(worker: str, binding: str) -> str:
 
 def _d1_service(worker: str, binding: str) -> str:
     return f"d_{worker}_{binding}"
+
+
+def _r2_service(worker: str, binding: str) -> str:
+    return f"r_{worker}_{binding}"
 
 
 def _identity(worker: str, binding: str, secret: str) -> str:

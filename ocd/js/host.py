@@ -36,10 +36,12 @@ from ocd.js.d1 import D1Endpoint
 from ocd.js.invoke import Bridge, WorkerdKind
 from ocd.js.kv import KvEndpoint
 from ocd.js.producer import ProducerEndpoint
+from ocd.js.r2 import R2Endpoint
 from ocd.js.reports import ErrorReports, load_maps
 from ocd.js.workerd import Workerd, WorkerdFailed
 from ocd.kv import KvService
 from ocd.producer import Producer
+from ocd.r2 import R2Service
 from ocd.store import KvNamespace
 
 log = logging.getLogger(__name__)
@@ -124,7 +126,14 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     write_file(out / "bridge.js", source.read_text())
     digest = hashlib.sha256(
         repr(
-            (tools, prepared, _bindings(config), _kv_bindings(config), _d1_bindings(config))
+            (
+                tools,
+                prepared,
+                _bindings(config),
+                _kv_bindings(config),
+                _d1_bindings(config),
+                _r2_bindings(config),
+            )
         ).encode()
     )
     for jw in prepared:
@@ -151,6 +160,7 @@ def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
         serves_http=serves_http,
         kv=tuple(k.binding for k in w.kv_namespaces),
         d1=tuple(d.binding for d in w.d1_databases),
+        r2=tuple(b.binding for b in w.r2_buckets),
     )
 
 
@@ -185,6 +195,11 @@ def _kv_bindings(config: Config) -> dict[tuple[str, str], KvNamespace]:
 def _d1_bindings(config: Config) -> dict[tuple[str, str], str]:
     """(worker, D1 binding) -> its database id, for the D1 endpoint."""
     return {(w.name, d.binding): d.database_id for w in js_workers(config) for d in w.d1_databases}
+
+
+def _r2_bindings(config: Config) -> dict[tuple[str, str], str]:
+    """(worker, R2 binding) -> its bucket's name, for the R2 endpoint."""
+    return {(w.name, b.binding): b.bucket_name for w in js_workers(config) for b in w.r2_buckets}
 
 
 def check(config: Config) -> Prepared | None:
@@ -236,10 +251,12 @@ class WorkerdHost:
         producer: Producer | None,
         kv: KvService | None = None,
         d1: D1Service | None = None,
+        r2: R2Service | None = None,
     ) -> None:
         self.config = config
         self.kv = kv
         self.d1 = d1
+        self.r2 = r2
         self.prepared = prepared
         self.producer = producer
         self.secret = secrets.token_urlsafe(32)
@@ -249,6 +266,7 @@ class WorkerdHost:
         self._runner: web.AppRunner | None = None
         self._kv_runner: web.AppRunner | None = None
         self._d1_runner: web.AppRunner | None = None
+        self._r2_runner: web.AppRunner | None = None
         self._restarting: asyncio.Task[None] | None = None
         self._stopping = False
         self._sessions: dict[str, aiohttp.ClientSession] = {}
@@ -290,6 +308,11 @@ class WorkerdHost:
         await self._d1_runner.setup()
         await web.UnixSite(self._d1_runner, str(self._sock("d1"))).start()
         self._sock("d1").chmod(FILE_MODE)
+        r2_app = R2Endpoint(self.r2, self.secret, _r2_bindings(self.config)).app()
+        self._r2_runner = web.AppRunner(r2_app, access_log=None)
+        await self._r2_runner.setup()
+        await web.UnixSite(self._r2_runner, str(self._sock("r2"))).start()
+        self._sock("r2").chmod(FILE_MODE)
         self._write_config()
         await self._start_workerd()
 
@@ -304,6 +327,7 @@ class WorkerdHost:
             bridge_path="bridge.js",
             kv_address=f"unix:{self._sock('kv')}",
             d1_address=f"unix:{self._sock('d1')}",
+            r2_address=f"unix:{self._sock('r2')}",
         )
         write_file(p.dir / "config.capnp", text)  # it holds the start's secret
 
@@ -430,4 +454,6 @@ class WorkerdHost:
             await self._kv_runner.cleanup()
         if self._d1_runner is not None:
             await self._d1_runner.cleanup()
+        if self._r2_runner is not None:
+            await self._r2_runner.cleanup()
         shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -1055,8 +1055,8 @@ def test_every_unsupported_binding_is_refused_with_its_key_path(root: Path) -> N
         root,
         '[ai]\nbinding = "AI"\n[[durable_objects.bindings]]\nname = "LISTS"\nclass_name = "List"\n',
     )
-    tail = "are not supported by ocd (only queues, KV namespaces, D1 databases, vars and crons); "
-    tail += "remove it or run this worker under wrangler dev"
+    tail = "are not supported by ocd (only queues, KV namespaces, D1 databases, R2 buckets, vars "
+    tail += "and crons); remove it or run this worker under wrangler dev"
     assert got == [
         ("app/wrangler.toml", "durable_objects.bindings[0]", f"Durable Object bindings {tail}"),
         ("app/wrangler.toml", "ai", f"Workers AI bindings {tail}"),
@@ -1131,14 +1131,67 @@ def test_d1_databases_are_refused_on_postgres(root: Path) -> None:
     ]  # fmt: skip
 
 
+JS_WRANGLER = 'name = "w"\nmain = "worker.js"\ncompatibility_date = "2026-11-01"\n'
+R2_WORKER = (
+    '[[workers]]\nname = "w"\nmain = "w.js"\ncompatibility_date = "2026-11-01"\n'
+    'r2_buckets = [{ binding = "B", bucket_name = "photos" }]\n'
+)
+
+
+def test_r2_buckets_are_bound_from_wrangler_files_and_ocd_toml(root: Path) -> None:
+    write(root / "app" / "worker.js", "export default {};\n")
+    write(root / "w.js", "export default {};\n")
+    write(root / "app" / "wrangler.toml", JS_WRANGLER +
+          '[[r2_buckets]]\nbinding = "BUCKET"\nbucket_name = "my-bucket"\n'
+          'preview_bucket_name = "p"\n')  # fmt: skip
+    [worker] = load(root, WRANGLER_WORKER).workers
+    assert [(b.binding, b.bucket_name) for b in worker.r2_buckets] == [("BUCKET", "my-bucket")]
+    [worker] = load(root, R2_WORKER).workers
+    assert [(b.binding, b.bucket_name) for b in worker.r2_buckets] == [("B", "photos")]
+
+
+def test_r2_bucket_problems_name_file_and_key_path(root: Path) -> None:
+    write(root / "app" / "worker.js", "export default {};\n")
+    write(root / "app" / "wrangler.toml", JS_WRANGLER +
+          '[vars]\nB = "x"\n[[r2_buckets]]\nbinding = "B"\nbucket_name = "ok-name"\n'
+          '[[r2_buckets]]\nbinding = "C"\n'
+          '[[r2_buckets]]\nbinding = "D"\nbucket_name = "Bad_Name"\n')  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load(root, WRANGLER_WORKER)
+    got = [(str(p.file.relative_to(root)), p.key_path, p.message) for p in info.value.problems]
+    assert got == [
+        ("app/wrangler.toml", "r2_buckets[0].binding", 'binding "B" is already used'),
+        ("app/wrangler.toml", "r2_buckets[1]", 'missing required key "bucket_name"'),
+        ("app/wrangler.toml", "r2_buckets[2].bucket_name",
+         "expected an R2 bucket name (3..63 of a-z 0-9 -, starting and ending with a letter or "
+         'digit), got "Bad_Name"'),
+    ]  # fmt: skip
+
+
+def test_r2_buckets_are_refused_on_postgres_and_for_python_workers(root: Path) -> None:
+    write(root / "w.js", "export default {};\n")
+    store = '[store]\nbackend = "postgres"\ndsn = "postgresql://x@localhost/db"\n'
+    assert problems(root, store + R2_WORKER) == [
+        ("workers[0].r2_buckets[0]",
+         'R2 buckets are a node\'s own: not available with [store] backend = "postgres"'),
+    ]  # fmt: skip
+    got = wrangler_problems(root, '[[r2_buckets]]\nbinding = "B"\nbucket_name = "abc"\n')
+    assert got == [
+        ("app/wrangler.toml", "r2_buckets[0]",
+         "R2 buckets are bound for JavaScript/TypeScript workers only, not Python"),
+    ]  # fmt: skip
+
+
 def test_ignore_unsupported_bindings_turns_refusals_into_warnings(root: Path) -> None:
     write(root / "app" / "wrangler.toml", 'name = "w"\nmain = "worker.py"\n'
-          '[[r2_buckets]]\nbinding = "BUCKET"\nbucket_name = "b"\n')  # fmt: skip
+          '[[hyperdrive]]\nbinding = "BUCKET"\nid = "b"\n')  # fmt: skip
     config = load(root, WRANGLER_WORKER + "ignore_unsupported_bindings = true\n")
     [worker] = config.workers
-    assert [(b.name, b.feature) for b in worker.ignored_bindings] == [("BUCKET", "R2 bindings")]
+    assert [(b.name, b.feature) for b in worker.ignored_bindings] == [
+        ("BUCKET", "Hyperdrive bindings")
+    ]
     [warning] = config.warnings
-    assert warning.startswith(f"{root}/app/wrangler.toml: r2_buckets[0]: R2 bindings are not")
+    assert warning.startswith(f"{root}/app/wrangler.toml: hyperdrive[0]: Hyperdrive bindings are")
     assert warning.endswith("ignored (ignore_unsupported_bindings): env.BUCKET raises an error "
                             "when used")  # fmt: skip
 

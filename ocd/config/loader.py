@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ocd import limits
-from ocd.config import cf_config
+from ocd.config import cf_config, durable
 from ocd.config.bindings import IgnoredBinding, assets, crons, unsupported_bindings
 from ocd.config.file import (
     File,
@@ -38,6 +38,8 @@ from ocd.config.model import (
     AccountConfig,
     Config,
     ConsumerConfig,
+    DurableClassConfig,
+    DurableObjectConfig,
     JsConfig,
     KvNamespaceConfig,
     ProducerConfig,
@@ -145,7 +147,7 @@ _ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
-    "no_bundle", "cf_config", "kv_namespaces",
+    "no_bundle", "cf_config", "kv_namespaces", "durable_objects", "migrations",
 )  # fmt: skip
 _KV_KEYS = ("binding", "id")
 _WRANGLER_KV_KEYS = ("binding", "id", "preview_id", "remote", "experimental_remote")
@@ -227,6 +229,8 @@ class _Loader:
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
         self.declared_queues: dict[tuple[str, str], str] = {}  # (account, name) -> key path
         self.js = JsConfig()
+        self.backend = "sqlite"
+        self.durable_sites: list[durable.BindingSite] = []
 
     def checked(self, config: Config | None) -> Config:
         if self.problems or config is None:
@@ -245,9 +249,11 @@ class _Loader:
         store_table = top.table("store", _STORE_KEYS)
         server = self._server(top, store_table)
         store = self._store(store_table, server) if store_table and server is not None else None
+        self.backend = store.backend if store is not None else "sqlite"
         accounts = [self._account(p, item) for p, item in top.items("accounts")]
         workers = [self._worker(p, item) for p, item in top.items("workers")]
         declared = [self._queue(p, item) for p, item in top.items("queues")]
+        durable.check_classes([w for w in workers if w is not None], self.durable_sites)
         ui = self._ui(top)
         sqs = self._sqs(top)
         if self.problems or server is None or store is None:
@@ -611,6 +617,7 @@ class _Loader:
         vars_ = self._vars(pick("vars"))
         producers, consumers = self._worker_queues(pick("queues"), vars_, account, owner)
         kv = self._kv_namespaces(pick("kv_namespaces"), vars_, producers)
+        objects, classes = self._durable_objects(pick, js, name or "", vars_, producers, kv)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
             taken = (
@@ -629,7 +636,7 @@ class _Loader:
         ignored: list[IgnoredBinding] = []
         schedules = crons(w, "crons")
         if wrangler is not None:
-            ignored = unsupported_bindings(wrangler, ignore, self.warnings)
+            ignored = unsupported_bindings(wrangler, ignore, self.warnings, js)
             triggers = wrangler.table("triggers", ("crons",))
             if triggers is not None and "crons" in triggers:
                 if "crons" in w:
@@ -648,6 +655,8 @@ class _Loader:
             producers=producers,
             consumers=consumers,
             kv_namespaces=kv,
+            durable_objects=objects,
+            durable_classes=classes,
             account=account,
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
             crons=tuple(schedules),
@@ -656,6 +665,28 @@ class _Loader:
             assets=static,
             **(self._js_worker(pick, wrangler) if js else {}),
         )
+
+    def _durable_objects(
+        self,
+        pick: Callable[[str], Table],
+        js: bool,
+        worker: str,
+        vars_: Mapping[str, Any],
+        producers: tuple[ProducerConfig, ...],
+        kv: tuple[KvNamespaceConfig, ...],
+    ) -> tuple[tuple[DurableObjectConfig, ...], tuple[DurableClassConfig, ...]]:
+        """A worker's Durable Object bindings and the classes its migrations define."""
+        src = pick("durable_objects")
+        if not js:  # a wrangler file's are refused with its other unsupported bindings
+            if not src.file.wrangler:
+                durable.refuse(src, durable.PYTHON)
+            return (), ()
+        if self.backend == "postgres":
+            durable.refuse(src, durable.POSTGRES)
+            return (), ()
+        taken = {*vars_, *(p.binding for p in producers), *(k.binding for k in kv)}
+        objects = durable.bindings(src, taken, self.durable_sites, worker)
+        return objects, durable.classes(pick("migrations"))
 
     def _missing(self, path: str, wrangler: Table | None, key: str) -> None:
         what = f'"{key}"' if key == "name" else '"main" (or "module")'

@@ -78,6 +78,26 @@ class KvNamespaceConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class DurableObjectConfig:
+    """A ``durable_objects.bindings`` entry: ``env.<binding>`` is the namespace of class
+    ``class_name``, defined by this worker or (``script_name``) by another JS worker."""
+
+    binding: str
+    class_name: str
+    script_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DurableClassConfig:
+    """A Durable Object class the worker defines, as its ``migrations`` leave it.
+    ``storage_key`` is the class's first name: a rename keeps its objects and their ids."""
+
+    class_name: str
+    storage_key: str
+    sql: bool  # created by new_sqlite_classes: ctx.storage.sql is there
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerConfig:
     queue: str
     max_batch_size: int = 10
@@ -101,6 +121,8 @@ class WorkerConfig:
     producers: tuple[ProducerConfig, ...] = ()
     consumers: tuple[ConsumerConfig, ...] = ()
     kv_namespaces: tuple[KvNamespaceConfig, ...] = ()
+    durable_objects: tuple[DurableObjectConfig, ...] = ()
+    durable_classes: tuple[DurableClassConfig, ...] = ()  # the classes it defines
     account: str = LOCAL_ACCOUNT
     handler_timeout_s: float = 900.0
     crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron

@@ -163,7 +163,7 @@ REFUSED = [
      "R2 bindings"),
     ("durable-objects",
      '"durable_objects": {"bindings": [{"name": "LISTS", "class_name": "List"}]}',
-     "durable_objects.bindings[0]", "Durable Object bindings"),
+     "durable_objects.bindings[0]", "Durable Object bindings in Python workers"),
     ("ai", '"ai": {"binding": "AI"}', "ai", "Workers AI bindings"),
     ("workflows", '"workflows": [{"name": "w", "binding": "MY_WORKFLOW", "class_name": "W"}]',
      "workflows[0]", "Workflow bindings"),

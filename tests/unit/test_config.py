@@ -1057,13 +1057,14 @@ def test_every_unsupported_binding_is_refused_with_its_key_path(root: Path) -> N
         '[ai]\nbinding = "AI"\n'
         '[[durable_objects.bindings]]\nname = "LISTS"\nclass_name = "List"\n',
     )
-    tail = "are not supported by ocd (only queues, KV namespaces, vars and crons); remove it or "
-    tail += "run this worker under wrangler dev"
+    tail = "are not supported by ocd (only queues, KV namespaces, vars and crons; Durable Objects "
+    tail += "in JavaScript workers); remove it or run this worker under wrangler dev"
     assert got == [
         ("app/wrangler.toml", "d1_databases[0]", f"D1 bindings {tail}"),
-        ("app/wrangler.toml", "durable_objects.bindings[0]", f"Durable Object bindings {tail}"),
+        ("app/wrangler.toml", "durable_objects.bindings[0]",
+         f"Durable Object bindings in Python workers {tail}"),
         ("app/wrangler.toml", "ai", f"Workers AI bindings {tail}"),
-    ]
+    ]  # fmt: skip
 
 
 def test_kv_namespaces_are_bound_from_wrangler_files_and_ocd_toml(root: Path) -> None:

@@ -1,7 +1,8 @@
 """Durable Objects of a JS Worker through ``ocd serve`` and the real workerd, configured in
 its wrangler file: ``queue()`` routes each message to a counter object by name, which
-counts with ``ctx.storage`` (KV API) and SQL; ``fetch`` reads the counts over RPC; an alarm
-fires; the counts survive kill -9 of workerd (ocd starts it again) and of ocd."""
+counts with ``ctx.storage`` (KV API) and SQL; ``fetch`` reads the counts over RPC (and another
+worker too, by ``script_name``); an alarm fires; the counts survive kill -9 of workerd (ocd
+starts it again) and of ocd."""
 
 from __future__ import annotations
 
@@ -124,11 +125,31 @@ routes = ["/do"]
 """
 
 
-def _config(tmp: Path, port: int = 0) -> Path:
+# another worker of the config, reaching doapp's class by script_name
+READER = """
+export default {
+  async fetch(request, env) {
+    const stub = env.C.get(env.C.idFromName(new URL(request.url).searchParams.get("name")));
+    return Response.json(await stub.counts());
+  },
+};
+"""
+READER_ENTRY = """
+[[workers]]
+name = "reader"
+main = "reader.js"
+compatibility_date = "2026-11-01"
+routes = ["/reader"]
+durable_objects = { bindings = [{ name = "C", class_name = "Counter", script_name = "doapp" }] }
+"""
+
+
+def _config(tmp: Path, port: int = 0, extra: str = "") -> Path:
     (tmp / "worker.js").write_text(WORKER)
+    (tmp / "reader.js").write_text(READER)
     (tmp / "wrangler.toml").write_text(WRANGLER)
     cfg = tmp / "ocd.toml"
-    cfg.write_text(CONFIG.format(port=port, js=js_section()))
+    cfg.write_text(CONFIG.format(port=port, js=js_section()) + extra)
     return cfg
 
 
@@ -196,8 +217,8 @@ async def test_queue_counts_in_a_durable_object_across_kill_9_of_workerd_and_ocd
     assert all(p.stat().st_mode & 0o077 == 0 for p in [where, *where.rglob("*")])
 
 
-async def test_an_alarm_fires_and_its_effect_is_stored(tmp_path, ocd_processes):
-    p = ocd_processes(_config(tmp_path))
+async def test_an_alarm_fires_and_another_worker_reads_its_effect(tmp_path, ocd_processes):
+    p = ocd_processes(_config(tmp_path, extra=READER_ENTRY))
     port = p.wait_started(60)
     base = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as s:
@@ -208,4 +229,6 @@ async def test_an_alarm_fires_and_its_effect_is_stored(tmp_path, ocd_processes):
             return (await _json(s, f"{base}/do/counts?name=z"))["alarms"] == 1
 
         await eventually(fired, 30, interval=0.1)
+        seen = await _json(s, f"{base}/reader?name=z")
+        assert seen == {"kv": 0, "sql": 0, "sum": 0, "alarms": 1}
     assert p.stop() == 0

@@ -42,3 +42,19 @@ def why_unavailable() -> str | None:
 def js_section() -> str:
     """The ``[js]`` section pointing ocd at the pinned toolchain."""
     return f'[js]\nworkerd = "{WORKERD}"\nesbuild = "{ESBUILD}"\n'
+
+
+def workerd_pid(ocd_pid: int) -> int:
+    """The pid of the workerd that ocd process ``ocd_pid`` runs."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == ocd_pid and b"workerd" in cmd.split(b"\0")[0]:
+            return int(entry.name)
+    raise AssertionError(f"no workerd child of {ocd_pid}")

@@ -1,11 +1,12 @@
 """What a wrangler file may bind that ocd does not run, and cron triggers.
 
-ocd runs queues, KV namespaces, D1 databases, R2 buckets, vars and crons. Any other binding
-in a wrangler file is refused when the config is loaded (``check-config`` and ``serve``
-alike) with its file, key path and a sentence naming the feature, instead of passing the
-check and failing at request time on ``env.AI``. A worker entry's
-``ignore_unsupported_bindings = true`` turns each refusal into a warning; the binding is
-then in ``env`` as a placeholder that raises NotImplementedError naming it when used.
+ocd runs queues, KV namespaces, D1 databases, R2 buckets, Durable Objects
+(``ocd.config.durable``; in JavaScript workers), vars and crons. Any other binding in a
+wrangler file is refused when the config is loaded (``check-config`` and ``serve`` alike)
+with its file, key path and a sentence naming the feature, instead of passing the check and
+failing at request time on ``env.AI``. A worker entry's ``ignore_unsupported_bindings =
+true`` turns each refusal into a warning; the binding is then in ``env`` as a placeholder
+that raises NotImplementedError naming it when used.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from typing import Literal
 from ocd import cron
 from ocd.config.file import Table, absolute_path
 
-SUPPORTED = "only queues, KV namespaces, D1 databases, R2 buckets, vars and crons"
+SUPPORTED = (
+    "only queues, KV namespaces, D1 databases, R2 buckets, vars and crons; "
+    "Durable Objects in JavaScript workers"
+)
 ADVICE = "remove it or run this worker under wrangler dev"
 
 # wrangler key -> what it binds, as the sentence names it. Keys whose value is one table
 # (``ai``, ``browser``) bind one name; the others are arrays of bindings.
 UNSUPPORTED: dict[str, str] = {
-    "durable_objects": "Durable Object bindings",
+    "durable_objects": "Durable Object bindings in Python workers",  # JS: ocd.config.durable
     "services": "service bindings",
     "workflows": "Workflow bindings",
     "ai": "Workers AI bindings",
@@ -92,12 +96,14 @@ class IgnoredBinding:
     feature: str  # "D1 bindings"
 
 
-def unsupported_bindings(src: Table, ignore: bool, warnings: list[str]) -> list[IgnoredBinding]:
+def unsupported_bindings(
+    src: Table, ignore: bool, warnings: list[str], js: bool = False
+) -> list[IgnoredBinding]:
     """Refuse (or, with ``ignore``, warn about) every unsupported binding in wrangler file
-    ``src``; returns the ones let through."""
+    ``src`` of a Python (or, ``js``, a JavaScript) worker; returns the ones let through."""
     ignored: list[IgnoredBinding] = []
     for key, feature in UNSUPPORTED.items():
-        if key not in src:
+        if key not in src or (js and key == "durable_objects"):
             continue
         value = src.get(key)
         entries: list[tuple[str, object]]

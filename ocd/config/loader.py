@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ocd import limits
-from ocd.config import cf_config
+from ocd.config import cf_config, durable
 from ocd.config.bindings import IgnoredBinding, assets, crons, unsupported_bindings
 from ocd.config.file import (
     File,
@@ -39,6 +39,8 @@ from ocd.config.model import (
     Config,
     ConsumerConfig,
     D1DatabaseConfig,
+    DurableClassConfig,
+    DurableObjectConfig,
     JsConfig,
     KvNamespaceConfig,
     ProducerConfig,
@@ -147,7 +149,8 @@ _ACCOUNT_REQUIRED = ("id", "token_sha256")
 _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
-    "no_bundle", "cf_config", "kv_namespaces", "d1_databases", "r2_buckets",
+    "no_bundle", "cf_config", "kv_namespaces", "d1_databases", "r2_buckets", "durable_objects",
+    "migrations",
 )  # fmt: skip
 _KV_KEYS = ("binding", "id")
 _WRANGLER_KV_KEYS = ("binding", "id", "preview_id", "remote", "experimental_remote")
@@ -243,7 +246,8 @@ class _Loader:
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
         self.declared_queues: dict[tuple[str, str], str] = {}  # (account, name) -> key path
         self.js = JsConfig()
-        self.backend = "sqlite"  # [store] backend, read before the workers: D1 and R2 need SQLite
+        self.backend = "sqlite"  # [store] backend, read before the workers: D1, R2, DOs need it
+        self.durable_sites: list[durable.BindingSite] = []
 
     def checked(self, config: Config | None) -> Config:
         if self.problems or config is None:
@@ -266,6 +270,7 @@ class _Loader:
         accounts = [self._account(p, item) for p, item in top.items("accounts")]
         workers = [self._worker(p, item) for p, item in top.items("workers")]
         declared = [self._queue(p, item) for p, item in top.items("queues")]
+        durable.check_classes([w for w in workers if w is not None], self.durable_sites)
         ui = self._ui(top)
         sqs = self._sqs(top)
         if self.problems or server is None or store is None:
@@ -631,8 +636,10 @@ class _Loader:
         kv = self._kv_namespaces(pick("kv_namespaces"), vars_, producers)
         bound = set(vars_) | {p.binding for p in producers} | {k.binding for k in kv}
         d1 = self._d1_databases(pick("d1_databases"), bound)
-        used = [*bound, *(d.binding for d in d1)]
-        r2 = self._r2_buckets(pick("r2_buckets"), js, used)
+        bound |= {d.binding for d in d1}
+        r2 = self._r2_buckets(pick("r2_buckets"), js, list(bound))
+        bound |= {b.binding for b in r2}
+        objects, classes = self._durable_objects(pick, js, name or "", bound)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
             taken = (
@@ -652,7 +659,7 @@ class _Loader:
         ignored: list[IgnoredBinding] = []
         schedules = crons(w, "crons")
         if wrangler is not None:
-            ignored = unsupported_bindings(wrangler, ignore, self.warnings)
+            ignored = unsupported_bindings(wrangler, ignore, self.warnings, js)
             triggers = wrangler.table("triggers", ("crons",))
             if triggers is not None and "crons" in triggers:
                 if "crons" in w:
@@ -673,6 +680,8 @@ class _Loader:
             kv_namespaces=kv,
             d1_databases=d1,
             r2_buckets=r2,
+            durable_objects=objects,
+            durable_classes=classes,
             account=account,
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
             crons=tuple(schedules),
@@ -681,6 +690,25 @@ class _Loader:
             assets=static,
             **(self._js_worker(pick, wrangler) if js else {}),
         )
+
+    def _durable_objects(
+        self,
+        pick: Callable[[str], Table],
+        js: bool,
+        worker: str,
+        taken: set[str],
+    ) -> tuple[tuple[DurableObjectConfig, ...], tuple[DurableClassConfig, ...]]:
+        """A worker's Durable Object bindings and the classes its migrations define."""
+        src = pick("durable_objects")
+        if not js:  # a wrangler file's are refused with its other unsupported bindings
+            if not src.file.wrangler:
+                durable.refuse(src, durable.PYTHON)
+            return (), ()
+        if self.backend == "postgres":
+            durable.refuse(src, durable.POSTGRES)
+            return (), ()
+        objects = durable.bindings(src, taken, self.durable_sites, worker)
+        return objects, durable.classes(pick("migrations"))
 
     def _missing(self, path: str, wrangler: Table | None, key: str) -> None:
         what = f'"{key}"' if key == "name" else '"main" (or "module")'

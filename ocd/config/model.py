@@ -99,6 +99,26 @@ class R2BucketConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class DurableObjectConfig:
+    """A ``durable_objects.bindings`` entry: ``env.<binding>`` is the namespace of class
+    ``class_name``, defined by this worker or (``script_name``) by another JS worker."""
+
+    binding: str
+    class_name: str
+    script_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DurableClassConfig:
+    """A Durable Object class the worker defines, as its ``migrations`` leave it.
+    ``storage_key`` is the class's first name: a rename keeps its objects and their ids."""
+
+    class_name: str
+    storage_key: str
+    sql: bool  # created by new_sqlite_classes: ctx.storage.sql is there
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerConfig:
     queue: str
     max_batch_size: int = 10
@@ -124,6 +144,8 @@ class WorkerConfig:
     kv_namespaces: tuple[KvNamespaceConfig, ...] = ()
     d1_databases: tuple[D1DatabaseConfig, ...] = ()
     r2_buckets: tuple[R2BucketConfig, ...] = ()
+    durable_objects: tuple[DurableObjectConfig, ...] = ()
+    durable_classes: tuple[DurableClassConfig, ...] = ()  # the classes it defines
     account: str = LOCAL_ACCOUNT
     handler_timeout_s: float = 900.0
     crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron

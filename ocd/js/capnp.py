@@ -4,7 +4,8 @@ own built-in queues would otherwise hold the messages.
 One worker service per JS worker (``w_<name>``; its entry wraps the bundle so that
 ``console`` lines carry the worker's name), one external service per producer binding
 pointing at ocd's producer socket (and one per KV, D1 or R2 binding at its own socket) with the
-binding's identity and the start's secret injected, the bridge
+binding's identity and the start's secret injected, a ``disk`` service per worker defining
+Durable Object classes (workerd keeps their objects in SQLite files there), the bridge
 (``service_binding_extra_handlers``) with a service binding per worker,
 and sockets: the bridge's, and one per worker with routes.
 """
@@ -15,6 +16,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from ocd.config.model import DurableClassConfig, DurableObjectConfig
 
 # The bridge's own compatibility date: the oldest its features need, so that any recent
 # workerd (wrangler's too) runs it. None of them is gated by a date: Fetcher.queue() and
@@ -38,6 +41,9 @@ class JsWorker:
     kv: tuple[str, ...] = ()  # KV namespace binding names
     d1: tuple[str, ...] = ()  # D1 database binding names
     r2: tuple[str, ...] = ()  # R2 bucket binding names
+    durable_objects: tuple[DurableObjectConfig, ...] = ()
+    durable_classes: tuple[DurableClassConfig, ...] = ()  # the classes it defines
+    durable_dir: str = ""  # absolute: where workerd keeps its objects
 
 
 def service(name: str) -> str:
@@ -208,14 +214,21 @@ def config_text(
                 f"(name = {_text(_r2_service(w.name, b))}, external = (address = "
                 f"{_text(r2_address)}, http = (injectRequestHeaders = [{headers}])))"
             )
+        bindings += [_durable_binding(d) for d in w.durable_objects]
         flags = ", ".join(_text(f) for f in w.compatibility_flags)
         services.append(
             f"(name = {_text(service(w.name))}, worker = (modules = ["
             f"(name = {_text(ENTRY_MODULE)}, esModule = {_text(entry_module(w.name))}), "
             f'(name = "index.js", esModule = embed {_text(w.module_path)})], '
             f"compatibilityDate = {_text(w.compatibility_date)}, "
-            f"compatibilityFlags = [{flags}], bindings = [{', '.join(bindings)}]))"
+            f"compatibilityFlags = [{flags}], bindings = [{', '.join(bindings)}]"
+            f"{_durable_storage(w)}))"
         )
+        if w.durable_classes:
+            services.append(
+                f"(name = {_text(_disk_service(w.name))}, disk = (path = "
+                f"{_text(w.durable_dir)}, writable = true))"
+            )
     bridge_bindings = [f'(name = "SECRET", text = {_text(secret)})'] + [
         f"(name = {_text(bridge_binding(w.name))}, service = {_text(service(w.name))})"
         for w in workers
@@ -248,6 +261,39 @@ def config_text(
 def sockets_of(workers: Sequence[JsWorker]) -> list[str]:
     """The names of the sockets workerd reports listening on (``--control-fd``)."""
     return ["bridge", *(http_socket(w.name) for w in workers if w.serves_http)]
+
+
+def unique_key(worker: str, storage_key: str) -> str:
+    """A class's ``uniqueKey``: its objects' directory, and what their ids derive from;
+    ``<worker>-<class's first name>``, as workerd names a wrangler project's."""
+    return f"{worker}-{storage_key}"
+
+
+def _durable_storage(w: JsWorker) -> str:
+    """The worker's Durable Object classes and where their objects live."""
+    if not w.durable_classes:
+        return ""
+    namespaces = ", ".join(
+        f"(className = {_text(c.class_name)}, uniqueKey = "
+        f"{_text(unique_key(w.name, c.storage_key))}, enableSql = {str(c.sql).lower()})"
+        for c in w.durable_classes
+    )
+    return (
+        f", durableObjectNamespaces = [{namespaces}], "
+        f"durableObjectStorage = (localDisk = {_text(_disk_service(w.name))})"
+    )
+
+
+def _durable_binding(d: DurableObjectConfig) -> str:
+    where = f", serviceName = {_text(service(d.script_name))}" if d.script_name else ""
+    return (
+        f"(name = {_text(d.binding)}, durableObjectNamespace = "
+        f"(className = {_text(d.class_name)}{where}))"
+    )
+
+
+def _disk_service(worker: str) -> str:
+    return f"disk_{worker}"  # not "d_": D1 services are d_<worker>_<binding>
 
 
 def _error_service(worker: str) -> str:

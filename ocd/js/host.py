@@ -87,6 +87,9 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
         raise WorkerLoadErrors([fail(first, "main", str(e))]) from None
     out = config.server.data_dir / "workerd"
     private_dir(out, tighten=True)  # bundles and config.capnp (the bridge's secret) in it
+    for w in workers:
+        if w.durable_classes:
+            private_dir(_durable_dir(config, w))
     version = toolchain.binary_version(tools.workerd)
     newest = toolchain.newest_compatibility_date(tools.workerd, out / "probe")
     errors: list[WorkerLoadError] = []
@@ -112,13 +115,14 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     found = handlers.exported(
         tools.workerd,
         out,
-        [_js_worker(w, date, serves_http=False) for w, date in dated],
+        [_js_worker(config, w, date, serves_http=False) for w, date in dated],
     )
     # a worker whose handlers could not be read (it fails at load: the trial says why) is
     # taken to serve, so that its routes reach it
     serving = frozenset(w.name for w, _ in dated if "fetch" in found.get(w.name, {"fetch"}))
     prepared = [
-        _js_worker(w, date, serves_http=bool(w.routes) or w.name in serving) for w, date in dated
+        _js_worker(config, w, date, serves_http=bool(w.routes) or w.name in serving)
+        for w, date in dated
     ]
     if errors:
         raise WorkerLoadErrors(errors)
@@ -141,6 +145,12 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     return Prepared(tools, tuple(prepared), out, digest.hexdigest(), version, serving)
 
 
+def _durable_dir(config: Config, w: WorkerConfig) -> Path:
+    """Where workerd keeps ``w``'s Durable Objects: a directory per class, a SQLite file per
+    object."""
+    return config.server.data_dir / "do" / w.name
+
+
 def _key_path(w: WorkerConfig, key: str) -> str:
     """Where ``key`` of worker ``w`` is, in the file ``w.source``: a wrangler file's keys are
     at its top."""
@@ -149,7 +159,7 @@ def _key_path(w: WorkerConfig, key: str) -> str:
     return f"{w.key_path}.{key}" if key else w.key_path
 
 
-def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
+def _js_worker(config: Config, w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
     return capnp.JsWorker(
         name=w.name,
         module_path=f"{w.name}/index.js",
@@ -161,6 +171,9 @@ def _js_worker(w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
         kv=tuple(k.binding for k in w.kv_namespaces),
         d1=tuple(d.binding for d in w.d1_databases),
         r2=tuple(b.binding for b in w.r2_buckets),
+        durable_objects=w.durable_objects,
+        durable_classes=w.durable_classes,
+        durable_dir=str(_durable_dir(config, w)),
     )
 
 

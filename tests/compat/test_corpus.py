@@ -151,15 +151,13 @@ def test_wsgi_and_asgi_apps_through_workers_wsgi_and_import_asgi(corpus):
 
 # ------------------------------------------------------------------ refused at check-config
 
-SUFFIX = "are not supported by ocd (only queues, KV namespaces, D1 databases, vars and crons); remove it or run this worker under wrangler dev"  # noqa: E501
+SUFFIX = "are not supported by ocd (only queues, KV namespaces, D1 databases, R2 buckets, vars and crons; Durable Objects in JavaScript workers); remove it or run this worker under wrangler dev"  # noqa: E501
 
 REFUSED = [
     # (what, wrangler.jsonc body, key path, feature)
-    ("r2", '"r2_buckets": [{"binding": "B", "bucket_name": "b"}]', "r2_buckets[0]",
-     "R2 bindings"),
     ("durable-objects",
      '"durable_objects": {"bindings": [{"name": "LISTS", "class_name": "List"}]}',
-     "durable_objects.bindings[0]", "Durable Object bindings"),
+     "durable_objects.bindings[0]", "Durable Object bindings in Python workers"),
     ("ai", '"ai": {"binding": "AI"}', "ai", "Workers AI bindings"),
     ("workflows", '"workflows": [{"name": "w", "binding": "MY_WORKFLOW", "class_name": "W"}]',
      "workflows[0]", "Workflow bindings"),
@@ -240,10 +238,10 @@ def test_an_unsupported_js_api_is_refused_at_check_config(tmp_path):
 
 
 def test_ignore_unsupported_bindings_warns_and_the_binding_raises_when_used(tmp_path):
-    cfg = project(tmp_path, '"kv_namespaces": [{"binding": "FOO", "id": "abc"}]', ignore=True)
+    cfg = project(tmp_path, '"hyperdrive": [{"binding": "FOO", "id": "abc"}]', ignore=True)
     r = run_ocd("check-config", "-c", str(cfg))
     assert r.returncode == 0, r.stderr
-    assert "kv_namespaces[0]: KV bindings are not supported by ocd" in r.stdout + r.stderr
+    assert "hyperdrive[0]: Hyperdrive bindings are not supported by ocd" in r.stdout + r.stderr
     assert "env.FOO raises an error when used" in r.stdout + r.stderr
 
     p = OcdProcess(cfg)
@@ -251,52 +249,18 @@ def test_ignore_unsupported_bindings_warns_and_the_binding_raises_when_used(tmp_
         port = p.wait_started()
         status, body, _ = request(f"http://127.0.0.1:{port}/")
         assert status == 500 and "Traceback" not in body
-        wait_sync(lambda: "R2 binding FOO is not supported by ocd" in p.log, 10)
+        wait_sync(lambda: "Hyperdrive binding FOO is not supported by ocd" in p.log, 10)
         assert "NotImplementedError" in p.log
     finally:
         p.stop()
         p.close()
 
 
-def test_static_assets_are_served_with_wranglers_html_handling_and_404_page(corpus):
-    _, base = corpus
-    site = f"{base}/static-site"
-    status, body, headers = request(f"{site}/")
-    assert (status, "<h1>Home</h1>" in body) == (200, True)
-    assert headers["Content-Type"] == "text/html; charset=utf-8"
-    about = request(f"{site}/about")
-    assert about[:2] == (200, "<!doctype html><title>about</title><h1>About</h1>\n")
-    assert request(f"{site}/docs/")[0] == 200
-    assert request(f"{site}/style.css")[2]["Content-Type"] == "text/css; charset=utf-8"
-    status, body, _ = request(f"{site}/nowhere/at/all")  # the worker, then ASSETS.fetch
-    assert (status, body) == (404, "<!doctype html><h1>Not here</h1>\n")
-    assert request(f"{site}/api/ping")[:2] == (200, '{"api": "ping"}')  # run_worker_first
-    assert request(f"{site}/%2e%2e/%2e%2e/wrangler.jsonc")[0] == 404  # nothing outside
-
-
-def test_static_assets_redirect_other_spellings_and_answer_304_to_a_matching_etag(corpus):
-    _, base = corpus
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None
-
-    opener = urllib.request.build_opener(NoRedirect)
-    for path, location in [
-        ("/static-site/about.html", "/static-site/about"),
-        ("/static-site/index.html", "/static-site/"),
-        ("/static-site/docs", "/static-site/docs/"),
-        ("/static-site/about/?x=1", "/static-site/about?x=1"),
-    ]:
-        try:
-            opener.open(base + path, timeout=10)
-            raise AssertionError(f"{path} was not redirected")
-        except urllib.error.HTTPError as e:
-            assert (e.code, e.headers["Location"]) == (307, location), path
-    etag = request(f"{base}/static-site/style.css")[2]["ETag"]
-    req = urllib.request.Request(f"{base}/static-site/style.css", headers={"If-None-Match": etag})
-    try:
-        urllib.request.urlopen(req, timeout=10)
-        raise AssertionError("not a 304")
-    except urllib.error.HTTPError as e:
-        assert e.code == 304
+def test_r2_for_a_python_worker_is_refused_naming_why(tmp_path):
+    cfg = project(tmp_path, '"r2_buckets": [{"binding": "B", "bucket_name": "bucket"}]')
+    r = run_ocd("check-config", "-c", str(cfg))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert (
+        "app/wrangler.jsonc: r2_buckets[0]: R2 buckets are bound for JavaScript/TypeScript "
+        "workers only, not Python" in r.stderr
+    ), r.stderr

@@ -1056,11 +1056,13 @@ def test_every_unsupported_binding_is_refused_with_its_key_path(root: Path) -> N
         '[ai]\nbinding = "AI"\n[[durable_objects.bindings]]\nname = "LISTS"\nclass_name = "List"\n',
     )
     tail = "are not supported by ocd (only queues, KV namespaces, D1 databases, R2 buckets, vars "
-    tail += "and crons); remove it or run this worker under wrangler dev"
+    tail += "and crons; Durable Objects in JavaScript workers); remove it or run this worker under "
+    tail += "wrangler dev"
     assert got == [
-        ("app/wrangler.toml", "durable_objects.bindings[0]", f"Durable Object bindings {tail}"),
+        ("app/wrangler.toml", "durable_objects.bindings[0]",
+         f"Durable Object bindings in Python workers {tail}"),
         ("app/wrangler.toml", "ai", f"Workers AI bindings {tail}"),
-    ]
+    ]  # fmt: skip
 
 
 def test_kv_namespaces_are_bound_from_wrangler_files_and_ocd_toml(root: Path) -> None:

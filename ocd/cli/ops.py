@@ -139,7 +139,7 @@ def run_backup(config: Config, dest: Path) -> int:
     except StoreError as e:
         print(f"ocd: {e}", file=sys.stderr)
         return 1
-    print(f"backed up {config.server.data_dir / 'scheduler.sqlite'} to {dest} ({size} bytes)")
+    print(f"backed up {config.server.data_dir} to {dest} ({size} bytes)")
     return 0
 
 

@@ -102,6 +102,11 @@ def status(url: str, as_json: bool) -> int:
                 ]
             )
         _table(rows)
+        bindings = data.get("bindings", [])  # an older ocd reports none
+        if bindings:
+            rows = [["WORKER", "BINDING", "KIND", "TARGET"]]
+            rows += [[b["worker"], b["name"], b["kind"], b["target"]] for b in bindings]
+            _table(rows)
         rows = [["CONSUMER OF", "WORKER", "BATCHES IN FLIGHT", "LAST BATCH"]]
         for c in data["consumers"]:
             last = c["last_batch"]

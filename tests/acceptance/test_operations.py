@@ -95,9 +95,13 @@ def test_status_shows_queues_and_consumers(tmp_path, ocd_processes):
     assert r.returncode == 0, r.stderr
     assert "state: ready" in r.stdout
     assert "jobs" in r.stdout and "ok: 1 acked, 0 retried, 0 dead-lettered" in r.stdout
+    assert ["app", "QUEUE", "queue", "jobs"] in [line.split() for line in r.stdout.splitlines()]
     r = run("status", "--url", f"http://127.0.0.1:{port}", "--json")
     data = json.loads(r.stdout)
     assert data["queues"][0]["name"] == "jobs" and data["queues"][0]["backlog"] == 0
+    assert data["bindings"] == [
+        {"worker": "app", "kind": "queue", "name": "QUEUE", "target": "jobs"}
+    ]
     assert p.stop() == 0
     r = run("status", "--url", f"http://127.0.0.1:{port}")
     assert r.returncode == 1 and "cannot reach ocd" in r.stderr

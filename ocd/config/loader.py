@@ -648,7 +648,7 @@ class _Loader:
         bound |= {b.binding for b in r2}
         objects, classes = self._durable_objects(pick, js, name or "", bound)
         bound |= {o.binding for o in objects}
-        services = self._services(pick("services"), bound, name or "", js)
+        services = self._services(pick("services"), bound, (name or "", account), js)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
             taken = (
@@ -970,7 +970,7 @@ class _Loader:
         return tuple(out)
 
     def _services(
-        self, src: Table, taken: set[str], owner: str, js: bool
+        self, src: Table, taken: set[str], owner: tuple[str, str], js: bool
     ) -> tuple[ServiceConfig, ...]:
         """``services``: each a binding to another worker of this config (which one exists
         is checked once all are read, ``_check_services``)."""
@@ -989,22 +989,18 @@ class _Loader:
             if not binding or not target:
                 continue
             if binding in taken or any(s.binding == binding for s in out):
-                message = (
-                    f'binding "{binding}" is already used by a var, a producer, a KV namespace '
-                    "or another service binding"
-                )
+                message = f'binding "{binding}" is already used by a var or another binding'
                 src.file.problem(f"{kp}.binding", message)
                 continue
             service = ServiceConfig(binding, target, entrypoint)
-            self.service_refs.append(_ServiceRef(src.file, kp, owner, js, service))
+            self.service_refs.append(_ServiceRef(src.file, kp, *owner, js, service))
             out.append(service)
         return tuple(out)
 
     def _check_services(self, workers: Mapping[str, WorkerConfig]) -> None:
-        """Each service binding names a worker of this config, and one ocd can reach from
-        the binding's side: workerd calls a JavaScript worker natively (fetch, RPC, named
-        entrypoints) and a Python worker's fetch through ocd; a Python worker's env has no
-        service bindings yet."""
+        """Each service binding names a worker of this config, in a way ocd can reach it:
+        JavaScript to JavaScript natively in workerd (fetch, RPC, named entrypoints); from
+        or to a Python worker through ``ocd.services``, its fetch only."""
         for ref in self.service_refs:
             s = ref.service
             target = workers.get(s.service)
@@ -1015,13 +1011,19 @@ class _Loader:
                     f'no worker named "{s.service}" in this config (its workers: {known}); a '
                     "service binding reaches another worker ocd runs",
                 )
-            elif not ref.js:
+            elif target is not None and target.account != ref.account:
                 ref.file.problem(
-                    ref.key_path,
-                    f'service binding "{s.binding}" of Python worker "{ref.owner}": service '
-                    "bindings are available to JavaScript and TypeScript workers only; call "
-                    f'the other worker over HTTP (its routes) or make "{ref.owner}" a '
-                    "JavaScript worker",
+                    f"{ref.key_path}.service",
+                    f'worker "{s.service}" is in account "{target.account}", not in '
+                    f'"{ref.account}" as worker "{ref.owner}" is: a service binding stays '
+                    "within its account",
+                )
+            elif not ref.js and s.entrypoint is not None:
+                ref.file.problem(
+                    f"{ref.key_path}.entrypoint",
+                    f'service binding "{s.binding}" of Python worker "{ref.owner}": a Python '
+                    "worker's service binding reaches the other worker's fetch only; named "
+                    "entrypoints and RPC are for JavaScript workers",
                 )
             elif target is not None and not target.js and s.entrypoint is not None:
                 ref.file.problem(
@@ -1096,6 +1098,7 @@ class _ServiceRef:
     file: File
     key_path: str
     owner: str  # the binding's worker
+    account: str  # and its account
     js: bool  # whether that worker runs in workerd
     service: ServiceConfig
 

@@ -1296,16 +1296,41 @@ def test_service_binding_problems_name_file_and_key_path(root: Path) -> None:
           '[[services]]\nbinding = "PY"\nservice = "py"\nentrypoint = "Admin"\n')  # fmt: skip
     with pytest.raises(ConfigError) as info:
         load(root, WRANGLER_WORKER + '[[workers]]\nname = "py"\nmain = "app/worker.py"\n'
-             '[[workers.services]]\nbinding = "FRONT"\nservice = "front"\n')  # fmt: skip
+             '[[workers.services]]\nbinding = "FRONT"\nservice = "front"\n'
+             '[[workers.services]]\nbinding = "ADMIN"\nservice = "front"\n'
+             'entrypoint = "A"\n')  # fmt: skip
     got = [(str(p.file.relative_to(root)), p.key_path, p.message) for p in info.value.problems]
     assert got == [
-        ("app/wrangler.toml", "services[1].binding", 'binding "X" is already used by a var, a '
-         "producer, a KV namespace or another service binding"),
+        ("app/wrangler.toml", "services[1].binding",
+         'binding "X" is already used by a var or another binding'),
         ("app/wrangler.toml", "services[0].service", 'no worker named "nowhere" in this config '
          '(its workers: "front", "py"); a service binding reaches another worker ocd runs'),
         ("app/wrangler.toml", "services[2].entrypoint", 'worker "py" is a Python worker: a '
          "service binding reaches its fetch handler only, not a named entrypoint"),
-        ("ocd.toml", "workers[1].services[0]", 'service binding "FRONT" of Python worker "py": '
-         "service bindings are available to JavaScript and TypeScript workers only; call the "
-         'other worker over HTTP (its routes) or make "py" a JavaScript worker'),
+        ("ocd.toml", "workers[1].services[1].entrypoint", 'service binding "ADMIN" of Python '
+         'worker "py": a Python worker\'s service binding reaches the other worker\'s fetch '
+         "only; named entrypoints and RPC are for JavaScript workers"),
+    ]  # fmt: skip
+
+
+def test_a_service_binding_stays_within_its_account(root: Path) -> None:
+    got = problems(root, f"""
+        [server]
+        listen = "127.0.0.1:8787"
+        [[accounts]]
+        id = "acme"
+        token_sha256 = ["{HASH}"]
+        [[workers]]
+        name = "a"
+        main = "app/worker.py"
+        account = "acme"
+        [[workers]]
+        name = "b"
+        main = "app/worker.py"
+        routes = ["/b"]
+        services = [{{ binding = "A", service = "a" }}]
+        """)  # fmt: skip
+    assert got == [
+        ("workers[1].services[0].service", 'worker "a" is in account "acme", not in "local" as '
+         'worker "b" is: a service binding stays within its account'),
     ]  # fmt: skip

@@ -60,6 +60,7 @@ from ocd.pull import PullService
 from ocd.python_handler import QueueCall
 from ocd.r2 import R2Service
 from ocd.scheduler import Schedule, Scheduler, schedules_of
+from ocd.services import ServiceSocket
 from ocd.store import KvNamespace, Store, make_store
 from runtime.unsupported import Unsupported
 
@@ -116,6 +117,8 @@ class Daemon:
     last_reload: dict[str, Any] | None = None  # when, and what it changed or why it failed
     accept_data_loss: bool = False  # ocd serve --accept-data-loss
     js: WorkerdHost | None = None  # JavaScript workers, in workerd
+    services: ServiceSocket | None = None  # service bindings that pass through ocd
+    envs: dict[str, runtime.Env] = field(default_factory=dict)  # the Python workers' env
     catch_all: str | None = None  # the worker without routes that answers every other path
 
     def __post_init__(self) -> None:
@@ -153,12 +156,15 @@ class Daemon:
                 self.clock.carry_on_from(await self.store.clock_mark())
             await self._ensure_queues()
             await self.admin.resume_moves()
+            self.services = ServiceSocket(self._service_fetch)
+            await self.services.start()
             await self._start_js()
             try:
                 self.catch_all = catch_all(self.config, self._serving(self.workers, self.js))
             except ConfigError as e:
                 raise StartupError(str(e)) from e
             envs = {w.config.name: self._env(w.config) for w in self.workers}
+            self.envs = envs
             for key, (worker, policy, kind) in self._consumer_plan(self.workers, envs).items():
                 self._start_dispatcher(key, worker, policy, kind)
             self.scheduler.set_schedules(self._schedules(self.workers, envs))
@@ -174,6 +180,8 @@ class Daemon:
             if self.js is not None:
                 await self.js.stop()
             await self.d1.close()
+            if self.services is not None:
+                await self.services.stop()
             await self.store.close()
             raise
         self._log_summary()
@@ -212,7 +220,9 @@ class Daemon:
             return None, "workerd stopped (no JavaScript workers)" if self.js else None
         if self.js is not None and self.js.prepared.fingerprint == prepared.fingerprint:
             return self.js, None
-        host = WorkerdHost(config, prepared, self.producer, self.kv, self.d1, self.r2)
+        host = WorkerdHost(
+            config, prepared, self.producer, self.kv, self.d1, self.r2, self.services
+        )
         try:
             await host.start()
         except WorkerdFailed as e:
@@ -246,7 +256,9 @@ class Daemon:
             raise StartupError("; ".join(str(x) for x in e.errors)) from e
         if prepared is None:
             return
-        self.js = WorkerdHost(self.config, prepared, self.producer, self.kv, self.d1, self.r2)
+        self.js = WorkerdHost(
+            self.config, prepared, self.producer, self.kv, self.d1, self.r2, self.services
+        )
         try:
             await self.js.start()
         except WorkerdFailed as e:
@@ -264,6 +276,9 @@ class Daemon:
             values[k.binding] = runtime.KvNamespace(KvBinding(self.kv, ns))
         for d in w.d1_databases:
             values[d.binding] = runtime.D1Database(D1Binding(self.d1, d.database_id))
+        for svc in w.services:  # a Python worker's: through ocd.services
+            assert self.services is not None
+            values[svc.binding] = self.services.binding(svc.service)
         if w.assets is not None and w.assets.binding is not None:
             values[w.assets.binding] = AssetsBinding(self._assets(w))
         for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
@@ -429,6 +444,21 @@ class Daemon:
                     )
         return routes
 
+    async def _service_fetch(self, worker: str, request: web.Request) -> web.StreamResponse:
+        """A service binding's request to ``worker`` (``ocd.services``): a JavaScript
+        worker's fetch in workerd, or a Python worker's with the env and background-task
+        keeping its routes have."""
+        js = self.js
+        if js is not None and any(w.name == worker for w in js.prepared.workers):
+            if not any(w.name == worker and w.serves_http for w in js.prepared.workers):
+                return web.Response(status=502, text=f'worker "{worker}" has no fetch handler\n')
+            return await js.fetch(worker, request)
+        w = next((w for w in self.workers if w.config.name == worker), None)
+        if w is None or w.fetch is None or self.router is None or worker not in self.envs:
+            what = "has no fetch handler" if w is not None else "is not running"
+            return web.Response(status=502, text=f'worker "{worker}" {what}\n')
+        return await self.router.serve(WorkerRoute(worker, "", w.fetch, self.envs[worker]), request)
+
     def _assets(self, w: WorkerConfig) -> Assets:
         assert w.assets is not None
         return Assets(w.assets)
@@ -586,6 +616,8 @@ class Daemon:
         await self._stop_background()
         if self.js is not None:
             await self.js.stop()
+        if self.services is not None:
+            await self.services.stop()
         if isinstance(self.clock, SteadyClock):
             await save_mark(self.clock, self.store.save_clock_mark)
         await self.admin.stop_moves()  # they go on after the next start
@@ -710,6 +742,7 @@ class Daemon:
         changes += [f"worker {n} removed" for n in sorted(before - after)]
         changes += [f"worker {n} reloaded" for n in sorted(before & after)]
         self.workers = workers
+        self.envs = envs
         self.scheduler.set_schedules(self._schedules(workers, envs))
         if self.router is not None:
             self.router.set_routes(self._routes(envs))

@@ -37,6 +37,7 @@ from runtime.http import Request, Response
 from runtime.kv import KvError, KvNamespace
 from runtime.queue import BatchMarks, Message, MessageBatch, Queue, QueueBackend
 from runtime.scheduled import ScheduledController
+from runtime.service import Fetcher
 from runtime.unsupported import (
     DurableObject,
     WorkflowEntrypoint,
@@ -54,6 +55,7 @@ __all__ = [
     "Env",
     "ExecutionContext",
     "FetchResponse",
+    "Fetcher",
     "JsBytes",
     "JsDict",
     "JsList",

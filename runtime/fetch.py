@@ -84,20 +84,58 @@ def _options(init: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return options
 
 
+_HOP_BY_HOP = ("host", "content-length", "transfer-encoding", "connection", "keep-alive")
+
+
+class Outgoing:
+    """A request to send, from ``fetch``'s arguments."""
+
+    def __init__(self, method: str, url: str, headers: dict[str, str], body: Any, redirect: str):
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.redirect = redirect
+
+
+async def outgoing(resource: Any, init: Any, kwargs: Mapping[str, Any]) -> Outgoing:
+    """``fetch``'s arguments as one request; an incoming :class:`~runtime.Request` as the
+    resource gives its method, headers and body unless the options set them."""
+    url = str(getattr(resource, "url", resource))
+    options = _options(init, kwargs)
+    from runtime.http import Request  # runtime.http imports nothing of this module
+
+    passed = isinstance(resource, Request)
+    method = str(options.pop("method", resource.method if passed else "GET")).upper()
+    given = options.pop("headers", None)
+    inherited = given is None and passed
+    headers = {
+        str(k): str(v) for k, v in dict(resource.headers if inherited else given or {}).items()
+    }
+    if inherited:  # those of the connection it came on are not the request's
+        headers = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
+    if "body" in options:
+        body = options.pop("body")
+    else:
+        body = await resource.bytes() if passed and method not in ("GET", "HEAD") else None
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    return Outgoing(method, url, headers, body, str(options.pop("redirect", "follow")))
+
+
 async def fetch(resource: Any, init: Any = None, /, **kwargs: Any) -> FetchResponse:
     """``await fetch(url, method="POST", headers={...}, body="...")``; ``init`` may be a
     dict of the same options, as in ``js.fetch(url, {"method": "POST"})``."""
-    url = str(getattr(resource, "url", resource))
-    options = _options(init, kwargs)
-    method = str(options.pop("method", "GET")).upper()
-    headers = {str(k): str(v) for k, v in dict(options.pop("headers", None) or {}).items()}
-    body = options.pop("body", None)
-    if isinstance(body, str):
-        body = body.encode("utf-8")
-    redirect = options.pop("redirect", "follow")
+    return await send(aiohttp.ClientSession(), await outgoing(resource, init, kwargs))
+
+
+async def send(session: aiohttp.ClientSession, request: Outgoing) -> FetchResponse:
+    """``request`` over ``session`` (closed after), its answer read whole."""
+    method, url, headers, body = request.method, request.url, request.headers, request.body
+    redirect = request.redirect
     try:
         async with (
-            aiohttp.ClientSession() as session,
+            session,
             session.request(
                 method,
                 url,

@@ -102,6 +102,11 @@ def status(url: str, as_json: bool) -> int:
                 ]
             )
         _table(rows)
+        bindings = data.get("bindings", [])  # an older ocd reports none
+        if bindings:
+            rows = [["WORKER", "BINDING", "KIND", "TARGET"]]
+            rows += [[b["worker"], b["name"], b["kind"], b["target"]] for b in bindings]
+            _table(rows)
         rows = [["CONSUMER OF", "WORKER", "BATCHES IN FLIGHT", "LAST BATCH"]]
         for c in data["consumers"]:
             last = c["last_batch"]
@@ -139,7 +144,7 @@ def run_backup(config: Config, dest: Path) -> int:
     except StoreError as e:
         print(f"ocd: {e}", file=sys.stderr)
         return 1
-    print(f"backed up {config.server.data_dir / 'scheduler.sqlite'} to {dest} ({size} bytes)")
+    print(f"backed up {config.server.data_dir} to {dest} ({size} bytes)")
     return 0
 
 

@@ -1,12 +1,12 @@
 """What a wrangler file may bind that ocd does not run, and cron triggers.
 
 ocd runs queues, KV namespaces, D1 databases, R2 buckets, Durable Objects
-(``ocd.config.durable``; in JavaScript workers), vars and crons. Any other binding in a
-wrangler file is refused when the config is loaded (``check-config`` and ``serve`` alike)
-with its file, key path and a sentence naming the feature, instead of passing the check and
-failing at request time on ``env.AI``. A worker entry's ``ignore_unsupported_bindings =
-true`` turns each refusal into a warning; the binding is then in ``env`` as a placeholder
-that raises NotImplementedError naming it when used.
+(``ocd.config.durable``; in JavaScript workers), service bindings, vars and crons. Any other
+binding in a wrangler file is refused when the config is loaded (``check-config`` and
+``serve`` alike) with its file, key path and a sentence naming the feature, instead of
+passing the check and failing at request time on ``env.AI``. A worker entry's
+``ignore_unsupported_bindings = true`` turns each refusal into a warning; the binding is
+then in ``env`` as a placeholder that raises NotImplementedError naming it when used.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ocd import cron
 from ocd.config.file import Table, absolute_path
 
 SUPPORTED = (
-    "only queues, KV namespaces, D1 databases, R2 buckets, vars and crons; "
+    "only queues, KV namespaces, D1 databases, R2 buckets, service bindings, vars and crons; "
     "Durable Objects in JavaScript workers"
 )
 ADVICE = "remove it or run this worker under wrangler dev"
@@ -29,7 +29,6 @@ ADVICE = "remove it or run this worker under wrangler dev"
 # (``ai``, ``browser``) bind one name; the others are arrays of bindings.
 UNSUPPORTED: dict[str, str] = {
     "durable_objects": "Durable Object bindings in Python workers",  # JS: ocd.config.durable
-    "services": "service bindings",
     "workflows": "Workflow bindings",
     "ai": "Workers AI bindings",
     "ai_search": "AI Search bindings",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -47,6 +48,7 @@ from ocd.config.model import (
     QueueConfig,
     R2BucketConfig,
     ServerConfig,
+    ServiceConfig,
     SqsConfig,
     SqsKey,
     StoreConfig,
@@ -150,8 +152,11 @@ _WORKER_KEYS = (
     "name", "main", "module", "routes", "vars", "account", "handler_timeout", "wrangler", "queues",
     "crons", "ignore_unsupported_bindings", "assets", "compatibility_date", "compatibility_flags",
     "no_bundle", "cf_config", "kv_namespaces", "d1_databases", "r2_buckets", "durable_objects",
-    "migrations",
+    "migrations", "services",
 )  # fmt: skip
+_SERVICE_KEYS = ("binding", "service", "entrypoint")
+# wrangler's: ``environment`` (of a deployed service) and ``remote`` mean nothing here
+_WRANGLER_SERVICE_KEYS = (*_SERVICE_KEYS, "environment", "remote")
 _KV_KEYS = ("binding", "id")
 _WRANGLER_KV_KEYS = ("binding", "id", "preview_id", "remote", "experimental_remote")
 _D1_KEYS = ("binding", "database_name", "database_id", "migrations_dir", "migrations_table")
@@ -245,6 +250,7 @@ class _Loader:
         self.route_owners: dict[str, str] = {}  # route -> worker
         self.consumer_owners: dict[tuple[str, str], tuple[str, str]] = {}  # -> (worker, key path)
         self.declared_queues: dict[tuple[str, str], str] = {}  # (account, name) -> key path
+        self.service_refs: list[_ServiceRef] = []  # checked once every worker is known
         self.js = JsConfig()
         self.backend = "sqlite"  # [store] backend, read before the workers: D1, R2, DOs need it
         self.durable_sites: list[durable.BindingSite] = []
@@ -273,6 +279,7 @@ class _Loader:
         durable.check_classes([w for w in workers if w is not None], self.durable_sites)
         ui = self._ui(top)
         sqs = self._sqs(top)
+        self._check_services({w.name: w for w in workers if w is not None})
         if self.problems or server is None or store is None:
             return None
         queues = {(q.account, q.name): q for q in declared if q is not None}
@@ -640,6 +647,8 @@ class _Loader:
         r2 = self._r2_buckets(pick("r2_buckets"), js, list(bound))
         bound |= {b.binding for b in r2}
         objects, classes = self._durable_objects(pick, js, name or "", bound)
+        bound |= {o.binding for o in objects}
+        services = self._services(pick("services"), bound, (name or "", account), js)
         static = assets(pick("assets"))
         if static is not None and static.binding is not None:
             taken = (
@@ -682,6 +691,7 @@ class _Loader:
             r2_buckets=r2,
             durable_objects=objects,
             durable_classes=classes,
+            services=services,
             account=account,
             handler_timeout_s=w.number("handler_timeout", 1, 86400, 900.0),
             crons=tuple(schedules),
@@ -959,6 +969,69 @@ class _Loader:
             out.append(R2BucketConfig(binding, bucket))
         return tuple(out)
 
+    def _services(
+        self, src: Table, taken: set[str], owner: tuple[str, str], js: bool
+    ) -> tuple[ServiceConfig, ...]:
+        """``services``: each a binding to another worker of this config (which one exists
+        is checked once all are read, ``_check_services``)."""
+        out: list[ServiceConfig] = []
+        keys = _WRANGLER_SERVICE_KEYS if src.file.wrangler else _SERVICE_KEYS
+        for kp, item in src.items("services"):
+            t = src.file.table(item, kp, keys, required=("binding", "service"))
+            if t is None:
+                continue
+            binding = t.text("binding", _IDENTIFIER.fullmatch, f"a binding {_IDENTIFIER_NAME}")
+            target = t.text("service", _NAME.fullmatch, "a worker name (1..63 of A-Z a-z 0-9 _ -)")
+            entrypoint = t.text("entrypoint", _IDENTIFIER.fullmatch, "an exported class name")
+            if src.file.wrangler:
+                t.boolean("remote", False)  # accepted; there is nothing remote here
+                t.text("environment", bool, "an environment name")
+            if not binding or not target:
+                continue
+            if binding in taken or any(s.binding == binding for s in out):
+                message = f'binding "{binding}" is already used by a var or another binding'
+                src.file.problem(f"{kp}.binding", message)
+                continue
+            service = ServiceConfig(binding, target, entrypoint)
+            self.service_refs.append(_ServiceRef(src.file, kp, *owner, js, service))
+            out.append(service)
+        return tuple(out)
+
+    def _check_services(self, workers: Mapping[str, WorkerConfig]) -> None:
+        """Each service binding names a worker of this config, in a way ocd can reach it:
+        JavaScript to JavaScript natively in workerd (fetch, RPC, named entrypoints); from
+        or to a Python worker through ``ocd.services``, its fetch only."""
+        for ref in self.service_refs:
+            s = ref.service
+            target = workers.get(s.service)
+            if target is None and s.service not in self.worker_names:
+                known = ", ".join(f'"{n}"' for n in sorted(self.worker_names)) or "none"
+                ref.file.problem(
+                    f"{ref.key_path}.service",
+                    f'no worker named "{s.service}" in this config (its workers: {known}); a '
+                    "service binding reaches another worker ocd runs",
+                )
+            elif target is not None and target.account != ref.account:
+                ref.file.problem(
+                    f"{ref.key_path}.service",
+                    f'worker "{s.service}" is in account "{target.account}", not in '
+                    f'"{ref.account}" as worker "{ref.owner}" is: a service binding stays '
+                    "within its account",
+                )
+            elif not ref.js and s.entrypoint is not None:
+                ref.file.problem(
+                    f"{ref.key_path}.entrypoint",
+                    f'service binding "{s.binding}" of Python worker "{ref.owner}": a Python '
+                    "worker's service binding reaches the other worker's fetch only; named "
+                    "entrypoints and RPC are for JavaScript workers",
+                )
+            elif target is not None and not target.js and s.entrypoint is not None:
+                ref.file.problem(
+                    f"{ref.key_path}.entrypoint",
+                    f'worker "{s.service}" is a Python worker: a service binding reaches its '
+                    "fetch handler only, not a named entrypoint",
+                )
+
     def _producer(self, file: File, path: str, item: object) -> ProducerConfig | None:
         if not file.wrangler:
             p = file.table(item, path, _PRODUCER_KEYS, required=("binding", "queue"))
@@ -1016,6 +1089,18 @@ class _Loader:
             retry_delay_s=c.integer("retry_delay", *limits.DELAY_S, 0),
         )
         return consumer if queue else None
+
+
+@dataclass(frozen=True, slots=True)
+class _ServiceRef:
+    """A service binding, where it was written, for the checks that need every worker."""
+
+    file: File
+    key_path: str
+    owner: str  # the binding's worker
+    account: str  # and its account
+    js: bool  # whether that worker runs in workerd
+    service: ServiceConfig
 
 
 def _is_kv_id(value: str) -> bool:

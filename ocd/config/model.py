@@ -119,6 +119,29 @@ class DurableClassConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """A ``services`` binding: ``env.<binding>`` reaches worker ``service`` of the same
+    config (its ``entrypoint``, a named ``WorkerEntrypoint`` export, when given)."""
+
+    binding: str
+    service: str
+    entrypoint: str | None = None
+
+    @property
+    def target(self) -> str:
+        return self.service if self.entrypoint is None else f"{self.service}#{self.entrypoint}"
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One binding of a worker as the dashboard and ``ocd status`` list it."""
+
+    kind: str  # "queue", "kv_namespace", "service", ...
+    name: str  # env.<name>
+    target: str  # the queue, namespace id, worker, ... it reaches
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerConfig:
     queue: str
     max_batch_size: int = 10
@@ -146,6 +169,7 @@ class WorkerConfig:
     r2_buckets: tuple[R2BucketConfig, ...] = ()
     durable_objects: tuple[DurableObjectConfig, ...] = ()
     durable_classes: tuple[DurableClassConfig, ...] = ()  # the classes it defines
+    services: tuple[ServiceConfig, ...] = ()
     account: str = LOCAL_ACCOUNT
     handler_timeout_s: float = 900.0
     crons: tuple[str, ...] = ()  # cron triggers, checked by ocd.cron
@@ -161,6 +185,20 @@ class WorkerConfig:
     @property
     def js(self) -> bool:
         return self.runtime == "workerd"
+
+    def bindings(self) -> tuple[Binding, ...]:
+        """Every binding in ``env`` that reaches something, by kind: one line per kind."""
+        return (
+            *(Binding("queue", p.binding, p.queue) for p in self.producers),
+            *(Binding("kv_namespace", k.binding, k.id) for k in self.kv_namespaces),
+            *(Binding("d1_database", d.binding, d.database_name) for d in self.d1_databases),
+            *(Binding("r2_bucket", r.binding, r.bucket_name) for r in self.r2_buckets),
+            *(
+                Binding("durable_object", o.binding, f"{o.script_name or self.name}#{o.class_name}")
+                for o in self.durable_objects
+            ),
+            *(Binding("service", s.binding, s.target) for s in self.services),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,6 +163,11 @@ class OpsRoutes:
         report: dict[str, Any] = {
             "state": src.state,
             "workers": [w.name for w in src.config.workers],  # Python and JavaScript
+            "bindings": [
+                {"worker": w.name, "kind": b.kind, "name": b.name, "target": b.target}
+                for w in src.config.workers
+                for b in w.bindings()
+            ],
             "queues": queues,
             "consumers": consumers,
         }

@@ -73,6 +73,12 @@ class WorkerRouter:
             return await route.proxy(request)
         if route.fetch is None:  # no worker routes without fetch or assets
             return web.Response(status=404, text="No worker route matches this path.\n")
+        return await self.serve(route, request)
+
+    async def serve(self, route: WorkerRoute, request: web.Request) -> web.StreamResponse:
+        """``request`` to the Python worker ``route`` names (its fetch), wherever it came
+        from: one of its routes, or a JavaScript worker's service binding."""
+        assert route.fetch is not None
         body = _Body(request)
         req = runtime.Request(request.method, str(request.url), request.headers, body.read)
         ctx = runtime.ExecutionContext()

@@ -5,9 +5,10 @@ One worker service per JS worker (``w_<name>``; its entry wraps the bundle so th
 ``console`` lines carry the worker's name), one external service per producer binding
 pointing at ocd's producer socket (and one per KV, D1 or R2 binding at its own socket) with the
 binding's identity and the start's secret injected, a ``disk`` service per worker defining
-Durable Object classes (workerd keeps their objects in SQLite files there), the bridge
-(``service_binding_extra_handlers``) with a service binding per worker,
-and sockets: the bridge's, and one per worker with routes.
+Durable Object classes (workerd keeps their objects in SQLite files there), service bindings
+(to a JS worker's service natively, to a Python worker through ocd's services socket), the
+bridge (``service_binding_extra_handlers``) with a service binding per worker, and
+sockets: the bridge's, and one per worker with routes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocd.config.model import DurableClassConfig, DurableObjectConfig
+from ocd.services import SERVICE_SECRET, SERVICE_TARGET
 
 # The bridge's own compatibility date: the oldest its features need, so that any recent
 # workerd (wrangler's too) runs it. None of them is gated by a date: Fetcher.queue() and
@@ -25,6 +27,17 @@ from ocd.config.model import DurableClassConfig, DurableObjectConfig
 # crypto.subtle.timingSafeEqual() and TextDecoder's fatal mode are there at every date.
 BRIDGE_DATE = "2024-01-01"
 LOG_TAG = "[ocd:{name}]"
+
+
+@dataclass(frozen=True, slots=True)
+class JsService:
+    """A service binding of a JS worker: to another JS worker in the same workerd (native:
+    fetch, RPC, a named entrypoint), or to a Python worker's fetch through ocd's socket."""
+
+    binding: str
+    worker: str
+    entrypoint: str | None = None
+    python: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +57,7 @@ class JsWorker:
     durable_objects: tuple[DurableObjectConfig, ...] = ()
     durable_classes: tuple[DurableClassConfig, ...] = ()  # the classes it defines
     durable_dir: str = ""  # absolute: where workerd keeps its objects
+    services: tuple[JsService, ...] = ()
 
 
 def service(name: str) -> str:
@@ -163,6 +177,8 @@ def config_text(
     kv_address: str = "",
     d1_address: str = "",
     r2_address: str = "",
+    services_address: str = "",
+    services_secret: str = "",
 ) -> str:
     services: list[str] = []
     for w in workers:
@@ -215,6 +231,23 @@ def config_text(
                 f"{_text(r2_address)}, http = (injectRequestHeaders = [{headers}])))"
             )
         bindings += [_durable_binding(d) for d in w.durable_objects]
+        for svc in w.services:
+            if not svc.python:
+                target = f"name = {_text(service(svc.worker))}"
+                if svc.entrypoint is not None:
+                    target += f", entrypoint = {_text(svc.entrypoint)}"
+                bindings.append(f"(name = {_text(svc.binding)}, service = ({target}))")
+                continue
+            name = _python_service(w.name, svc.binding)
+            bindings.append(f"(name = {_text(svc.binding)}, service = {_text(name)})")
+            headers = ", ".join(
+                f"(name = {_text(k)}, value = {_text(v)})"
+                for k, v in ((SERVICE_TARGET, svc.worker), (SERVICE_SECRET, services_secret))
+            )
+            services.append(
+                f"(name = {_text(name)}, external = (address = {_text(services_address)}, "
+                f"http = (injectRequestHeaders = [{headers}])))"
+            )
         flags = ", ".join(_text(f) for f in w.compatibility_flags)
         services.append(
             f"(name = {_text(service(w.name))}, worker = (modules = ["
@@ -322,6 +355,10 @@ def _identity(worker: str, binding: str, secret: str) -> str:
             ("Authorization", f"Bearer {secret}"),
         )
     )
+
+
+def _python_service(worker: str, binding: str) -> str:
+    return f"s_{worker}_{binding}"
 
 
 def _producer_service(worker: str, binding: str) -> str:

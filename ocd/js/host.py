@@ -2,9 +2,10 @@
 
 ``prepare`` (also what ``check-config`` runs): find workerd and esbuild, refuse a
 compatibility date newer than the binary supports, bundle each worker into
-``<data_dir>/workerd/<name>/``, write the workerd config there. ``start``: the producer
-KV and D1 endpoints on private unix sockets, then workerd, ready once its sockets listen. If workerd
-dies it is started again with backoff; meanwhile batches are handed back unspent
+``<data_dir>/workerd/<name>/``, write the workerd config there. ``start``: the producer,
+KV, D1 and R2 endpoints on private unix sockets, then workerd, ready once its sockets
+listen (service bindings to Python workers go to the daemon's ``ocd.services`` socket). If
+workerd dies it is started again with backoff; meanwhile batches are handed back unspent
 (``unreached``) and sends reject in the Worker (there is no Worker to send).
 """
 
@@ -42,6 +43,7 @@ from ocd.js.workerd import Workerd, WorkerdFailed
 from ocd.kv import KvService
 from ocd.producer import Producer
 from ocd.r2 import R2Service
+from ocd.services import ServiceSocket
 from ocd.store import KvNamespace
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,7 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     newest = toolchain.newest_compatibility_date(tools.workerd, out / "probe")
     errors: list[WorkerLoadError] = []
     dated: list[tuple[WorkerConfig, str]] = []
+    names = frozenset(w.name for w in workers)
     for w in workers:
         date = w.compatibility_date or newest or capnp.BRIDGE_DATE  # unset: as wrangler dev
         if newest is not None and date > newest:
@@ -115,14 +118,13 @@ def prepare(config: Config, environ: dict[str, str] | None = None) -> Prepared |
     found = handlers.exported(
         tools.workerd,
         out,
-        [_js_worker(config, w, date, serves_http=False) for w, date in dated],
+        [_js_worker(config, w, date, False, names) for w, date in dated],
     )
     # a worker whose handlers could not be read (it fails at load: the trial says why) is
     # taken to serve, so that its routes reach it
     serving = frozenset(w.name for w, _ in dated if "fetch" in found.get(w.name, {"fetch"}))
     prepared = [
-        _js_worker(config, w, date, serves_http=bool(w.routes) or w.name in serving)
-        for w, date in dated
+        _js_worker(config, w, date, bool(w.routes) or w.name in serving, names) for w, date in dated
     ]
     if errors:
         raise WorkerLoadErrors(errors)
@@ -159,7 +161,9 @@ def _key_path(w: WorkerConfig, key: str) -> str:
     return f"{w.key_path}.{key}" if key else w.key_path
 
 
-def _js_worker(config: Config, w: WorkerConfig, date: str, serves_http: bool) -> capnp.JsWorker:
+def _js_worker(
+    config: Config, w: WorkerConfig, date: str, serves_http: bool, js_names: frozenset[str]
+) -> capnp.JsWorker:
     return capnp.JsWorker(
         name=w.name,
         module_path=f"{w.name}/index.js",
@@ -174,6 +178,10 @@ def _js_worker(config: Config, w: WorkerConfig, date: str, serves_http: bool) ->
         durable_objects=w.durable_objects,
         durable_classes=w.durable_classes,
         durable_dir=str(_durable_dir(config, w)),
+        services=tuple(
+            capnp.JsService(s.binding, s.service, s.entrypoint, s.service not in js_names)
+            for s in w.services
+        ),
     )
 
 
@@ -265,8 +273,10 @@ class WorkerdHost:
         kv: KvService | None = None,
         d1: D1Service | None = None,
         r2: R2Service | None = None,
+        services: ServiceSocket | None = None,
     ) -> None:
         self.config = config
+        self.services = services  # where service bindings to Python workers go
         self.kv = kv
         self.d1 = d1
         self.r2 = r2
@@ -341,6 +351,11 @@ class WorkerdHost:
             kv_address=f"unix:{self._sock('kv')}",
             d1_address=f"unix:{self._sock('d1')}",
             r2_address=f"unix:{self._sock('r2')}",
+            # check-config's trial has no daemon: a socket nothing listens on
+            services_address=(
+                f"unix:{self._sock('services')}" if self.services is None else self.services.address
+            ),
+            services_secret="" if self.services is None else self.services.secret,
         )
         write_file(p.dir / "config.capnp", text)  # it holds the start's secret
 

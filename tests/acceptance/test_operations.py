@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import sqlite3
 import urllib.request
 from pathlib import Path
 
@@ -93,9 +95,13 @@ def test_status_shows_queues_and_consumers(tmp_path, ocd_processes):
     assert r.returncode == 0, r.stderr
     assert "state: ready" in r.stdout
     assert "jobs" in r.stdout and "ok: 1 acked, 0 retried, 0 dead-lettered" in r.stdout
+    assert ["app", "QUEUE", "queue", "jobs"] in [line.split() for line in r.stdout.splitlines()]
     r = run("status", "--url", f"http://127.0.0.1:{port}", "--json")
     data = json.loads(r.stdout)
     assert data["queues"][0]["name"] == "jobs" and data["queues"][0]["backlog"] == 0
+    assert data["bindings"] == [
+        {"worker": "app", "kind": "queue", "name": "QUEUE", "target": "jobs"}
+    ]
     assert p.stop() == 0
     r = run("status", "--url", f"http://127.0.0.1:{port}")
     assert r.returncode == 1 and "cannot reach ocd" in r.stderr
@@ -108,15 +114,28 @@ def test_backup_of_a_live_daemon_then_restore(tmp_path, ocd_processes):
     port = p.wait_started()
     for i in range(20):
         post(port, "/send", {"body": {"n": i}})
+    data = tmp_path / "data"
+    (data / "r2" / "bucket").mkdir(parents=True)
+    (data / "r2" / "bucket" / "object").write_bytes(b"\x00stored\xff")
+    (data / "d1").mkdir()
+    d1 = sqlite3.connect(data / "d1" / "db.sqlite")  # open and in WAL mode, as D1's are
+    d1.execute("PRAGMA journal_mode=WAL")
+    d1.execute("CREATE TABLE t (v TEXT)")
+    d1.execute("INSERT INTO t VALUES ('row')")
+    d1.commit()
     r = run("backup", "-c", str(cfg), "--to", str(tmp_path / "snap.sqlite"))
     assert r.returncode == 0, r.stderr
+    d1.close()
     r = run("restore", "-c", str(cfg), "--from", str(tmp_path / "snap.sqlite"))
     assert r.returncode == 1 and "stop it before restoring" in r.stderr
     assert p.stop() == 0
-    for f in (tmp_path / "data").iterdir():
-        f.unlink()
+    shutil.rmtree(data)
     r = run("restore", "-c", str(cfg), "--from", str(tmp_path / "snap.sqlite"))
     assert r.returncode == 0, r.stderr
+    assert (data / "r2" / "bucket" / "object").read_bytes() == b"\x00stored\xff"
+    restored = sqlite3.connect(data / "d1" / "db.sqlite")
+    assert restored.execute("SELECT v FROM t").fetchall() == [("row",)]
+    restored.close()
     cfg.write_text(cfg.read_text() + CONSUMER)
     again = ocd_processes(cfg)
     again.wait_started()

@@ -151,7 +151,7 @@ def test_wsgi_and_asgi_apps_through_workers_wsgi_and_import_asgi(corpus):
 
 # ------------------------------------------------------------------ refused at check-config
 
-SUFFIX = "are not supported by ocd (only queues, KV namespaces, D1 databases, R2 buckets, vars and crons; Durable Objects in JavaScript workers); remove it or run this worker under wrangler dev"  # noqa: E501
+SUFFIX = "are not supported by ocd (only queues, KV namespaces, D1 databases, R2 buckets, service bindings, vars and crons; Durable Objects in JavaScript workers); remove it or run this worker under wrangler dev"  # noqa: E501
 
 REFUSED = [
     # (what, wrangler.jsonc body, key path, feature)
@@ -161,8 +161,6 @@ REFUSED = [
     ("ai", '"ai": {"binding": "AI"}', "ai", "Workers AI bindings"),
     ("workflows", '"workflows": [{"name": "w", "binding": "MY_WORKFLOW", "class_name": "W"}]',
      "workflows[0]", "Workflow bindings"),
-    ("services", '"services": [{"binding": "OTHER", "service": "other"}]', "services[0]",
-     "service bindings"),
     ("worker-loaders", '"worker_loaders": [{"binding": "LOADER"}]', "worker_loaders[0]",
      "Worker Loader bindings"),
     ("vectorize", '"vectorize": [{"binding": "V", "index_name": "i"}]', "vectorize[0]",
@@ -214,6 +212,16 @@ def test_an_unsupported_binding_is_refused_at_check_config(
     expected = f"app/wrangler.jsonc: {key_path}: {feature} {SUFFIX}"
     assert expected in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_service_binding_to_a_worker_ocd_does_not_run_is_refused(tmp_path):
+    bindings = '"services": [{"binding": "OTHER", "service": "other"}]'
+    r = run_ocd("check-config", "-c", str(project(tmp_path, bindings)))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert (
+        'app/wrangler.jsonc: services[0].service: no worker named "other" in this config (its '
+        'workers: "example"); a service binding reaches another worker ocd runs'
+    ) in r.stderr, r.stderr
 
 
 def test_an_unsupported_js_api_is_refused_at_check_config(tmp_path):

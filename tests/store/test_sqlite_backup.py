@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import stat
 
 import pytest
 
 from ocd.errors import SchemaError, StoreError, StoreLockedError
 from ocd.store import Claim, DeadLetter, NewMessage, SqliteStore
+from ocd.store.sqlite import datafiles
 from ocd.store.sqlite.backup import backup, restore
 
 T0 = 1_800_000_000_000
@@ -84,3 +87,82 @@ async def test_damaged_database_is_refused_with_advice(tmp_path):
     db.write_bytes(bytes(data))
     with pytest.raises(StoreError, match="restore a backup"):
         await SqliteStore(tmp_path).open(T0)
+
+
+def _sqlite_file(path, rows: int) -> sqlite3.Connection:
+    """A live database in WAL mode, left open with its last commits in the WAL only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute("CREATE TABLE t (n INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(rows)])
+    con.commit()
+    return con
+
+
+def _rows(path) -> int:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(con.execute("SELECT count(*) FROM t").fetchone()[0])
+    finally:
+        con.close()
+
+
+async def test_backup_carries_d1_r2_and_durable_object_files_into_an_empty_data_dir(tmp_path):
+    live = SqliteStore(tmp_path / "live")
+    await live.open(T0)
+    data = tmp_path / "live"
+    d1 = _sqlite_file(data / "d1" / "db-1.sqlite", 300)  # open, its rows in its WAL
+    obj = data / "r2" / "photos" / "objects" / "a" / "cat.jpg"
+    obj.parent.mkdir(parents=True)
+    big = bytes(range(256)) * (datafiles.CHUNK_BYTES // 256) + b"tail"  # two chunks
+    obj.write_bytes(big)
+    (data / "r2" / "photos" / "empty").write_bytes(b"")
+    meta = _sqlite_file(data / "r2" / "photos" / "meta.sqlite", 2)
+    do = _sqlite_file(data / "do" / "counter" / "abc123.sqlite", 7)
+    size = backup(data, tmp_path / "snap.sqlite")
+    assert size > len(big)
+    d1.execute("INSERT INTO t VALUES (999)")  # after the backup: not in it
+    d1.commit()
+    for con in (d1, meta, do):
+        con.close()
+    await live.close()
+
+    restore(tmp_path / "snap.sqlite", tmp_path / "restored")
+    out = tmp_path / "restored"
+    assert _rows(out / "d1" / "db-1.sqlite") == 300
+    assert _rows(out / "r2" / "photos" / "meta.sqlite") == 2
+    assert _rows(out / "do" / "counter" / "abc123.sqlite") == 7
+    assert (out / "r2" / "photos" / "objects" / "a" / "cat.jpg").read_bytes() == big
+    assert (out / "r2" / "photos" / "empty").read_bytes() == b""
+    assert not list(out.glob("**/*-wal"))  # the WAL's commits are inside each copy
+    for p in (out / "d1", out / "r2" / "photos" / "objects" / "a"):
+        assert stat.S_IMODE(p.stat().st_mode) == 0o700
+    assert stat.S_IMODE((out / "d1" / "db-1.sqlite").stat().st_mode) == 0o600
+    s = SqliteStore(out)  # the queue database opens clean, the file table gone from it
+    await s.open(T0)
+    await s.close()
+    con = sqlite3.connect(out / "scheduler.sqlite")
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert datafiles.TABLE not in tables
+
+
+async def test_restore_replaces_files_written_after_the_backup(tmp_path):
+    data = tmp_path / "live"
+    live = SqliteStore(data)
+    await live.open(T0)
+    (data / "r2" / "b").mkdir(parents=True)
+    (data / "r2" / "b" / "kept").write_bytes(b"before")
+    backup(data, tmp_path / "snap.sqlite")
+    (data / "r2" / "b" / "kept").write_bytes(b"after")
+    (data / "r2" / "b" / "later").write_bytes(b"later")
+    (data / "d1").mkdir()
+    (data / "d1" / "new.sqlite").write_bytes(b"")
+    await live.close()
+    restore(tmp_path / "snap.sqlite", data)
+    assert (data / "r2" / "b" / "kept").read_bytes() == b"before"
+    assert not (data / "r2" / "b" / "later").exists()
+    assert not (data / "d1").exists()
+    assert not (data / ".restoring").exists()

@@ -1055,9 +1055,9 @@ def test_every_unsupported_binding_is_refused_with_its_key_path(root: Path) -> N
         root,
         '[ai]\nbinding = "AI"\n[[durable_objects.bindings]]\nname = "LISTS"\nclass_name = "List"\n',
     )
-    tail = "are not supported by ocd (only queues, KV namespaces, D1 databases, R2 buckets, vars "
-    tail += "and crons; Durable Objects in JavaScript workers); remove it or run this worker under "
-    tail += "wrangler dev"
+    tail = "are not supported by ocd (only queues, KV namespaces, D1 databases, R2 buckets, "
+    tail += "service bindings, vars and crons; Durable Objects in JavaScript workers); remove it "
+    tail += "or run this worker under wrangler dev"
     assert got == [
         ("app/wrangler.toml", "durable_objects.bindings[0]",
          f"Durable Object bindings in Python workers {tail}"),
@@ -1265,3 +1265,72 @@ def test_a_token_entry_may_carry_a_read_role(root: Path) -> None:
     assert problems(root, bad) == [
         ("accounts[0].token_sha256[0].role", 'expected "admin" or "read", got "root"')
     ]
+
+
+def test_service_bindings_are_read_from_wrangler_files_and_ocd_toml(root: Path) -> None:
+    write(root / "app" / "index.js", "export default {};\n")
+    write(root / "app" / "wrangler.toml", 'name = "front"\nmain = "index.js"\n'
+          'compatibility_date = "2025-01-01"\n'
+          '[[services]]\nbinding = "API"\nservice = "api"\nentrypoint = "Admin"\n'
+          '[[services]]\nbinding = "PY"\nservice = "py"\nenvironment = "production"\n')  # fmt: skip
+    config = load(root, WRANGLER_WORKER + '[[workers]]\nname = "api"\nmain = "app/index.js"\n'
+                  'compatibility_date = "2025-01-01"\n'
+                  '[[workers.services]]\nbinding = "BACK"\nservice = "front"\n'
+                  '[[workers]]\nname = "py"\nmain = "app/worker.py"\n')  # fmt: skip
+    front, api, _ = config.workers
+    assert [(s.binding, s.service, s.entrypoint) for s in front.services] == [
+        ("API", "api", "Admin"), ("PY", "py", None)
+    ]  # fmt: skip
+    assert [(b.kind, b.name, b.target) for b in front.bindings()] == [
+        ("service", "API", "api#Admin"), ("service", "PY", "py")
+    ]  # fmt: skip
+    assert [(s.binding, s.service) for s in api.services] == [("BACK", "front")]
+
+
+def test_service_binding_problems_name_file_and_key_path(root: Path) -> None:
+    write(root / "app" / "index.js", "export default {};\n")
+    write(root / "app" / "wrangler.toml", 'name = "front"\nmain = "index.js"\n'
+          'compatibility_date = "2025-01-01"\n[vars]\nX = "1"\n'
+          '[[services]]\nbinding = "API"\nservice = "nowhere"\n'
+          '[[services]]\nbinding = "X"\nservice = "py"\n'
+          '[[services]]\nbinding = "PY"\nservice = "py"\nentrypoint = "Admin"\n')  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        load(root, WRANGLER_WORKER + '[[workers]]\nname = "py"\nmain = "app/worker.py"\n'
+             '[[workers.services]]\nbinding = "FRONT"\nservice = "front"\n'
+             '[[workers.services]]\nbinding = "ADMIN"\nservice = "front"\n'
+             'entrypoint = "A"\n')  # fmt: skip
+    got = [(str(p.file.relative_to(root)), p.key_path, p.message) for p in info.value.problems]
+    assert got == [
+        ("app/wrangler.toml", "services[1].binding",
+         'binding "X" is already used by a var or another binding'),
+        ("app/wrangler.toml", "services[0].service", 'no worker named "nowhere" in this config '
+         '(its workers: "front", "py"); a service binding reaches another worker ocd runs'),
+        ("app/wrangler.toml", "services[2].entrypoint", 'worker "py" is a Python worker: a '
+         "service binding reaches its fetch handler only, not a named entrypoint"),
+        ("ocd.toml", "workers[1].services[1].entrypoint", 'service binding "ADMIN" of Python '
+         'worker "py": a Python worker\'s service binding reaches the other worker\'s fetch '
+         "only; named entrypoints and RPC are for JavaScript workers"),
+    ]  # fmt: skip
+
+
+def test_a_service_binding_stays_within_its_account(root: Path) -> None:
+    got = problems(root, f"""
+        [server]
+        listen = "127.0.0.1:8787"
+        [[accounts]]
+        id = "acme"
+        token_sha256 = ["{HASH}"]
+        [[workers]]
+        name = "a"
+        main = "app/worker.py"
+        account = "acme"
+        [[workers]]
+        name = "b"
+        main = "app/worker.py"
+        routes = ["/b"]
+        services = [{{ binding = "A", service = "a" }}]
+        """)  # fmt: skip
+    assert got == [
+        ("workers[1].services[0].service", 'worker "a" is in account "acme", not in "local" as '
+         'worker "b" is: a service binding stays within its account'),
+    ]  # fmt: skip

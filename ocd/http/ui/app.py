@@ -372,16 +372,19 @@ class Dashboard:
 
     async def workers(self, request: web.Request, viewer: Viewer) -> web.Response:
         rows = []
-        for w in self.source.workers:
-            c = w.config
-            if c.account != viewer.account:
+        loaded = {w.config.name: w for w in self.source.workers}  # the Python ones
+        for c in self.source.config.workers:
+            w = loaded.get(c.name)
+            if c.account != viewer.account or (w is None and not c.js):
                 continue
+            handlers = ["fetch"] if w is not None and w.fetch is not None else []
+            handlers += ["queue"] if w is not None and w.queue is not None else []
+            status = f"loaded ({', '.join(handlers)})" if w is not None else "in workerd"
             rows.append({
-                "name": c.name, "module": c.module or str(c.main),
-                "producers": [f"{p.binding} → {p.queue}" for p in c.producers],
+                "name": c.name, "module": c.module or str(c.main), "status": status,
+                "bindings": [(b.kind, b.name, b.target) for b in c.bindings()],
                 "consumers": [x.queue for x in c.consumers], "routes": list(c.routes),
                 "crons": list(getattr(c, "crons", ()) or ()),
-                "fetch": w.fetch is not None, "queue": w.queue is not None,
             })  # fmt: skip
         src = self.source
         return self.render(

@@ -1,25 +1,29 @@
-"""Backups of ``scheduler.sqlite``: a consistent copy of a live database (SQLite's online
-backup API, no stop needed), and putting one back while ocd is stopped."""
+"""Backups of a data directory: a consistent copy of a live ``scheduler.sqlite`` (SQLite's
+online backup API, no stop needed) holding the directory's D1, R2 and Durable Object files
+too (``datafiles``), and putting one back while ocd is stopped."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
 from ocd.errors import SchemaError, StoreError, StoreLockedError
 from ocd.files import new_file, private_dir
-from ocd.store.sqlite import guard, sql
+from ocd.store.sqlite import datafiles, guard, sql
 from ocd.store.sqlite.mark import remove_mark
 from ocd.store.sqlite.store import DB_NAME
 
 
 def backup(data_dir: Path, dest: Path) -> int:
-    """Copy the database in ``data_dir`` to ``dest`` (a new file); returns its size.
+    """Copy the database in ``data_dir``, and its files of ``datafiles.DIRS``, to ``dest``
+    (a new file); returns its size.
 
-    Works beside a running daemon: the copy is one read transaction, so it holds exactly
-    the messages committed when it began.
+    Works beside a running daemon: the queue database's copy is one read transaction, so
+    it holds exactly the messages committed when it began; each other SQLite file is
+    copied the same way, a moment later.
     """
     src_path = data_dir / DB_NAME
     if not src_path.is_file():
@@ -43,6 +47,7 @@ def backup(data_dir: Path, dest: Path) -> int:
                 out.close()
         finally:
             src.close()
+        datafiles.add_files(tmp, data_dir)
         _check(tmp)
         os.replace(tmp, dest)
     except sqlite3.Error as e:
@@ -56,7 +61,8 @@ def backup(data_dir: Path, dest: Path) -> int:
 
 
 def restore(src: Path, data_dir: Path) -> None:
-    """Put the backup ``src`` in place as ``data_dir``'s database. ocd must be stopped:
+    """Put the backup ``src`` in place as ``data_dir``'s database, and its files back
+    under ``data_dir`` (``datafiles``), replacing what is there. ocd must be stopped:
     the database file's lock is taken for the duration. The high-water mark is removed:
     going back to the backup is the loss of what came after it, accepted."""
     if not src.is_file():
@@ -73,21 +79,30 @@ def restore(src: Path, data_dir: Path) -> None:
         raise StoreLockedError(f"ocd is running on {data_dir}; stop it before restoring") from None
     try:
         tmp = data_dir / (DB_NAME + ".restoring")
+        staging = data_dir / ".restoring"
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        shutil.rmtree(staging, ignore_errors=True)  # what a kill -9 cut short
         try:
             new_file(tmp)
             con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
             out = sqlite3.connect(tmp)
             try:
                 con.backup(out)
+                has_files = datafiles.extract(out, staging)
             finally:
                 out.close()
                 con.close()
-        except sqlite3.Error as e:
+        except (sqlite3.Error, OSError, SchemaError) as e:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+            shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(e, SchemaError):
+                raise
             raise StoreError(f"restore from {src} failed: {e}") from e
+        if has_files:
+            datafiles.put_in_place(staging, data_dir)
+        shutil.rmtree(staging, ignore_errors=True)
         # The old database's WAL belongs to it, not to the restored file.
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):

@@ -6,6 +6,7 @@ the transactions stay the backend's own.
   decision; a lease that expired on a message's last attempt ends here at the next claim).
 - ``destination``: where a message that ran out of attempts goes.
 - ``group_heads`` and ``hold_back``: FIFO's rule for a settle.
+- ``searchable_id``: what a search by message id asks the database for.
 """
 
 from __future__ import annotations
@@ -107,3 +108,19 @@ def hold_back(
 def unchanged(retries: Sequence[Retry], dead: Sequence[int]) -> HoldBack:
     """A settle with nothing failing: nothing to hold back."""
     return HoldBack(list(retries), list(dead), [], set())
+
+
+def searchable_id(message_id: str | None) -> str | None:
+    """A message id to search for, as the database can hold it. An id with a NUL or an
+    unpaired surrogate (from a JSON ``\\u0000`` or ``\\ud800``) names no message, since
+    no message could be stored under it: it is searched as ``""``, which no message has,
+    so the search matches nothing and still says how many messages it looked at."""
+    if message_id is None:
+        return None
+    if "\x00" in message_id:
+        return ""
+    try:
+        message_id.encode()
+    except UnicodeEncodeError:
+        return ""
+    return message_id

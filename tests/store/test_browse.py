@@ -121,6 +121,19 @@ async def test_search_scans_only_the_newest_window(store):
     assert [r.id for r in by_id.rows] == [sent(10)[7].id]
 
 
+async def test_an_id_no_message_can_have_matches_nothing(store):
+    """A NUL or a lone surrogate in the id asked for (JSON lets a client send both) is no
+    message's id: an empty answer, not a database error."""
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, sent(3))
+    for bad in ("\x00", "a\x00b", "\udb6c", "\u00faf\u000f\udb6c\udc10"):
+        found = await store.search(q, T0, SearchQuery(None, bad, 100, 10, 200))
+        assert found.rows == [] and found.scanned == 3, bad
+    # a needle may hold any bytes, NUL included
+    found = await store.search(q, T0, SearchQuery(b"\x00\xed\xa0\x80", None, 100, 10, 200))
+    assert found.rows == [] and found.scanned == 3
+
+
 async def test_move_messages_redrives_with_attempts_reset_and_counts_kept(store):
     src = await store.ensure_queue("jobs", "local", None, T0)
     dlq = await store.ensure_queue("jobs-dlq", "local", None, T0)

@@ -138,7 +138,8 @@ class BrowseRoutes:
         body_bytes = f.integer("body_bytes", 0, MAX_BODY_BYTES, PREVIEW_BYTES)
         now = self.ctx.clock()
         query = SearchQuery(
-            needle=text.encode() if text is not None else None,
+            # a lone surrogate (JSON "\\ud800") cannot be in a UTF-8 body, but can be asked for
+            needle=text.encode("utf-8", "surrogatepass") if text is not None else None,
             message_id=message_id,
             scan_limit=self.ctx.search_scan_limit,
             limit=limit,

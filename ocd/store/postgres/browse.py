@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ocd.store import rules
 from ocd.store.postgres import sql
 from ocd.store.postgres.core import PostgresCore
 from ocd.store.values import Browsed, BrowseQuery, QueueRecord, Searched, SearchQuery
@@ -48,7 +49,8 @@ class PostgresBrowsing(PostgresCore):
         return [row[0] for row in rows]
 
     async def search(self, queue: QueueRecord, now_ms: int, query: SearchQuery) -> Searched:
-        needle, message_id, scan_limit = query.needle, query.message_id, query.scan_limit
+        needle, scan_limit = query.needle, query.scan_limit
+        message_id = rules.searchable_id(query.message_id)
         limit, body_bytes = query.limit, query.body_bytes
         async with self._db("read") as c:
             rows = await c.fetch(

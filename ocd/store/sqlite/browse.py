@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from ocd.store import rules
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
@@ -55,7 +56,8 @@ class SqliteBrowsing(SqliteCore):
             raise translate(e, self.where, "read") from e
 
     async def search(self, queue: QueueRecord, now_ms: int, query: SearchQuery) -> Searched:
-        needle, message_id, scan_limit = query.needle, query.message_id, query.scan_limit
+        needle, scan_limit = query.needle, query.scan_limit
+        message_id = rules.searchable_id(query.message_id)
         limit, body_bytes = query.limit, query.body_bytes
         assert self._r is not None
         try:

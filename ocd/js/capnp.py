@@ -184,32 +184,16 @@ def config_text(
     for w in workers:
         bindings = [_var(k, v) for k, v in w.vars.items()]
         bindings.append(f"(name = {_text(REPORTER)}, service = {_text(_error_service(w.name))})")
-        services.append(
-            f"(name = {_text(_error_service(w.name))}, external = (address = "
-            f"{_text(producer_address)}, http = (injectRequestHeaders = ["
-            f'(name = "X-Ocd-Worker", value = {_text(w.name)}), '
-            f'(name = "Authorization", value = {_text(f"Bearer {secret}")})])))'
-        )
+        worker_only = _headers((("X-Ocd-Worker", w.name), ("Authorization", f"Bearer {secret}")))
+        services.append(_external(_error_service(w.name), producer_address, worker_only))
         for b in w.producers:
             bindings.append(f"(name = {_text(b)}, queue = {_text(_producer_service(w.name, b))})")
-            headers = ", ".join(
-                f"(name = {_text(k)}, value = {_text(v)})"
-                for k, v in (
-                    ("X-Ocd-Worker", w.name),
-                    ("X-Ocd-Binding", b),
-                    ("Authorization", f"Bearer {secret}"),
-                )
-            )
-            services.append(
-                f"(name = {_text(_producer_service(w.name, b))}, external = (address = "
-                f"{_text(producer_address)}, http = (injectRequestHeaders = [{headers}])))"
-            )
+            headers = _identity(w.name, b, secret)
+            services.append(_external(_producer_service(w.name, b), producer_address, headers))
         for b in w.kv:
             bindings.append(f"(name = {_text(b)}, kvNamespace = {_text(_kv_service(w.name, b))})")
-            headers = _identity(w.name, b, secret)
             services.append(
-                f"(name = {_text(_kv_service(w.name, b))}, external = (address = "
-                f"{_text(kv_address)}, http = (injectRequestHeaders = [{headers}])))"
+                _external(_kv_service(w.name, b), kv_address, _identity(w.name, b, secret))
             )
         for b in w.d1:
             # D1's binding is workerd's own JS module over a fetcher speaking D1's protocol
@@ -218,17 +202,13 @@ def config_text(
                 f'"cloudflare-internal:d1-api", innerBindings = [(name = "fetcher", '
                 f"service = {_text(_d1_service(w.name, b))})]))"
             )
-            headers = _identity(w.name, b, secret)
             services.append(
-                f"(name = {_text(_d1_service(w.name, b))}, external = (address = "
-                f"{_text(d1_address)}, http = (injectRequestHeaders = [{headers}])))"
+                _external(_d1_service(w.name, b), d1_address, _identity(w.name, b, secret))
             )
         for b in w.r2:
             bindings.append(f"(name = {_text(b)}, r2Bucket = {_text(_r2_service(w.name, b))})")
-            headers = _identity(w.name, b, secret)
             services.append(
-                f"(name = {_text(_r2_service(w.name, b))}, external = (address = "
-                f"{_text(r2_address)}, http = (injectRequestHeaders = [{headers}])))"
+                _external(_r2_service(w.name, b), r2_address, _identity(w.name, b, secret))
             )
         bindings += [_durable_binding(d) for d in w.durable_objects]
         for svc in w.services:
@@ -240,14 +220,8 @@ def config_text(
                 continue
             name = _python_service(w.name, svc.binding)
             bindings.append(f"(name = {_text(svc.binding)}, service = {_text(name)})")
-            headers = ", ".join(
-                f"(name = {_text(k)}, value = {_text(v)})"
-                for k, v in ((SERVICE_TARGET, svc.worker), (SERVICE_SECRET, services_secret))
-            )
-            services.append(
-                f"(name = {_text(name)}, external = (address = {_text(services_address)}, "
-                f"http = (injectRequestHeaders = [{headers}])))"
-            )
+            headers = _headers(((SERVICE_TARGET, svc.worker), (SERVICE_SECRET, services_secret)))
+            services.append(_external(name, services_address, headers))
         flags = ", ".join(_text(f) for f in w.compatibility_flags)
         services.append(
             f"(name = {_text(service(w.name))}, worker = (modules = ["
@@ -347,13 +321,19 @@ def _r2_service(worker: str, binding: str) -> str:
 
 def _identity(worker: str, binding: str, secret: str) -> str:
     """The headers that tie a request on ocd's private socket to one binding."""
-    return ", ".join(
-        f"(name = {_text(k)}, value = {_text(v)})"
-        for k, v in (
-            ("X-Ocd-Worker", worker),
-            ("X-Ocd-Binding", binding),
-            ("Authorization", f"Bearer {secret}"),
-        )
+    auth = ("Authorization", f"Bearer {secret}")
+    return _headers((("X-Ocd-Worker", worker), ("X-Ocd-Binding", binding), auth))
+
+
+def _headers(pairs: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"(name = {_text(k)}, value = {_text(v)})" for k, v in pairs)
+
+
+def _external(name: str, address: str, headers: str) -> str:
+    """A service that is one of ocd's private sockets, each request carrying ``headers``."""
+    return (
+        f"(name = {_text(name)}, external = (address = {_text(address)}, "
+        f"http = (injectRequestHeaders = [{headers}])))"
     )
 
 

@@ -286,10 +286,7 @@ class WorkerdHost:
         self.run_dir = Path(tempfile.mkdtemp(prefix="ocd-workerd-"))  # mode 0700: private
         self.workerd: Workerd | None = None
         self._bridge: Bridge | None = None
-        self._runner: web.AppRunner | None = None
-        self._kv_runner: web.AppRunner | None = None
-        self._d1_runner: web.AppRunner | None = None
-        self._r2_runner: web.AppRunner | None = None
+        self._runners: list[web.AppRunner] = []  # one per private socket
         self._restarting: asyncio.Task[None] | None = None
         self._stopping = False
         self._sessions: dict[str, aiohttp.ClientSession] = {}
@@ -315,29 +312,23 @@ class WorkerdHost:
         endpoint = ProducerEndpoint(self.producer, self.secret, _bindings(self.config))
         app = endpoint.app()
         self.reports.add_routes(app)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.UnixSite(self._runner, str(self._sock("producer"))).start()
-        # Its directory is 0700 already; the socket itself says so too.
-        self._sock("producer").chmod(FILE_MODE)
-        # KV on a socket of its own: its paths are keys, any of which may be "message"
-        kv_app = KvEndpoint(self.kv, self.secret, _kv_bindings(self.config)).app()
-        self._kv_runner = web.AppRunner(kv_app, access_log=None)
-        await self._kv_runner.setup()
-        await web.UnixSite(self._kv_runner, str(self._sock("kv"))).start()
-        self._sock("kv").chmod(FILE_MODE)
-        d1_app = D1Endpoint(self.d1, self.secret, _d1_bindings(self.config)).app()
-        self._d1_runner = web.AppRunner(d1_app, access_log=None)
-        await self._d1_runner.setup()
-        await web.UnixSite(self._d1_runner, str(self._sock("d1"))).start()
-        self._sock("d1").chmod(FILE_MODE)
-        r2_app = R2Endpoint(self.r2, self.secret, _r2_bindings(self.config)).app()
-        self._r2_runner = web.AppRunner(r2_app, access_log=None)
-        await self._r2_runner.setup()
-        await web.UnixSite(self._r2_runner, str(self._sock("r2"))).start()
-        self._sock("r2").chmod(FILE_MODE)
+        await self._serve("producer", app)
+        # KV, D1 and R2 on sockets of their own: their paths are keys, any of which may be
+        # one of another protocol's routes ("message", "query", ...)
+        await self._serve("kv", KvEndpoint(self.kv, self.secret, _kv_bindings(self.config)).app())
+        await self._serve("d1", D1Endpoint(self.d1, self.secret, _d1_bindings(self.config)).app())
+        await self._serve("r2", R2Endpoint(self.r2, self.secret, _r2_bindings(self.config)).app())
         self._write_config()
         await self._start_workerd()
+
+    async def _serve(self, name: str, app: web.Application) -> None:
+        """``app`` on the private socket ``name``: its directory is 0700 already, and the
+        socket itself says so too."""
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        self._runners.append(runner)
+        await web.UnixSite(runner, str(self._sock(name))).start()
+        self._sock(name).chmod(FILE_MODE)
 
     def _write_config(self) -> None:
         p = self.prepared
@@ -476,12 +467,6 @@ class WorkerdHost:
             await self._bridge.close()
         for session in self._sessions.values():
             await session.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self._kv_runner is not None:
-            await self._kv_runner.cleanup()
-        if self._d1_runner is not None:
-            await self._d1_runner.cleanup()
-        if self._r2_runner is not None:
-            await self._r2_runner.cleanup()
+        for runner in self._runners:
+            await runner.cleanup()
         shutil.rmtree(self.run_dir, ignore_errors=True)

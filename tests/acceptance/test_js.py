@@ -17,7 +17,7 @@ import pytest
 
 from tests.acceptance.conftest import APPS, REPO, records, run_ocd
 from tests.helpers import eventually
-from tests.js import ESBUILD, JS_APP, WORKERD, js_section
+from tests.js import ESBUILD, JS_APP, WORKERD, js_section, workerd_pid
 
 pytestmark = [pytest.mark.timeout(150), pytest.mark.usefixtures("workerd_tools")]
 TOOLS = {"OCD_WORKERD": str(WORKERD), "OCD_ESBUILD": str(ESBUILD)}
@@ -152,21 +152,6 @@ async def test_kill_9_under_js_load_loses_no_confirmed_message(tmp_path, ocd_pro
     assert second.stop() == 0
 
 
-def _workerd_pid(ocd_pid: int) -> int:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == ocd_pid and b"workerd" in cmd.split(b"\0")[0]:
-            return int(entry.name)
-    raise AssertionError(f"no workerd child of {ocd_pid}")
-
-
 async def test_kill_9_of_workerd_mid_batch_redelivers_and_workerd_comes_back(
     tmp_path, ocd_processes
 ):
@@ -178,7 +163,7 @@ async def test_kill_9_of_workerd_mid_batch_redelivers_and_workerd_comes_back(
             assert r.status == 200, await r.text()
         # the handler has it (its record line is logged before it sleeps)
         await eventually(lambda: _logged(p, '"tag":"slow"'), 30)
-        old = _workerd_pid(p.proc.pid)
+        old = workerd_pid(p.proc.pid)
         os.kill(old, signal.SIGKILL)
         await eventually(lambda: p.event("workerd_exited"), 10)
         rows = await eventually(lambda: _echoed(tmp_path), 60)
@@ -186,7 +171,7 @@ async def test_kill_9_of_workerd_mid_batch_redelivers_and_workerd_comes_back(
         # the killed delivery counted (the handler may have run); the next one is the last
         batches = [e for e in p.events if str(e.get("event", "")).startswith("batch_")]
         assert rows[0]["attempts"] == 2, batches
-        assert _workerd_pid(p.proc.pid) != old
+        assert workerd_pid(p.proc.pid) != old
 
         async def ready() -> bool:
             async with s.get(f"http://127.0.0.1:{port}/__ocd/readyz") as r:

@@ -644,26 +644,17 @@ class _Loader:
         bound = set(vars_) | {p.binding for p in producers} | {k.binding for k in kv}
         d1 = self._d1_databases(pick("d1_databases"), bound)
         bound |= {d.binding for d in d1}
-        r2 = self._r2_buckets(pick("r2_buckets"), js, list(bound))
+        r2 = self._r2_buckets(pick("r2_buckets"), js, bound)
         bound |= {b.binding for b in r2}
         objects, classes = self._durable_objects(pick, js, name or "", bound)
         bound |= {o.binding for o in objects}
         services = self._services(pick("services"), bound, (name or "", account), js)
         static = assets(pick("assets"))
-        if static is not None and static.binding is not None:
-            taken = (
-                static.binding in vars_
-                or any(p.binding == static.binding for p in producers)
-                or any(k.binding == static.binding for k in kv)
-                or any(d.binding == static.binding for d in d1)
-            )
-            if taken:
-                src = pick("assets")
-                message = (
-                    f'binding "{static.binding}" is already used by a var, a producer or a KV '
-                    "namespace"
-                )
-                src.file.problem(f"{src.key_path('assets')}.binding", message)
+        bound |= {s.binding for s in services}
+        if static is not None and static.binding in bound:
+            src = pick("assets")
+            message = f'binding "{static.binding}" is already used by a var or another binding'
+            src.file.problem(f"{src.key_path('assets')}.binding", message)
         ignore = w.boolean("ignore_unsupported_bindings", False)
         ignored: list[IgnoredBinding] = []
         schedules = crons(w, "crons")
@@ -928,7 +919,7 @@ class _Loader:
             )
         return tuple(out)
 
-    def _r2_buckets(self, src: Table, js: bool, taken: list[str]) -> tuple[R2BucketConfig, ...]:
+    def _r2_buckets(self, src: Table, js: bool, taken: set[str]) -> tuple[R2BucketConfig, ...]:
         """``r2_buckets``: each a binding and a bucket name. A bucket's objects are files on
         this node, so neither a PostgreSQL store (shared by nodes) nor a Python worker (no
         binding yet) gets one; both are refused here, not at the first call."""

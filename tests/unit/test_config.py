@@ -1216,6 +1216,17 @@ def test_assets_are_read_and_a_missing_directory_is_an_error(root: Path) -> None
     assert got[1][1] == "assets.html_handling"
 
 
+def test_the_assets_binding_cannot_reuse_another_bindings_name(root: Path) -> None:
+    (root / "app" / "public").mkdir()
+    assets = '[assets]\ndirectory = "./public"\nbinding = "ASSETS"\n'
+    for other in ('[vars]\nASSETS = "x"\n', '[[d1_databases]]\nbinding = "ASSETS"\n'):
+        got = wrangler_problems(root, other + assets)
+        assert got == [
+            ("app/wrangler.toml", "assets.binding",
+             'binding "ASSETS" is already used by a var or another binding'),
+        ], other  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("name", "ok"),
     [("orders", True), ("orders-2", True), ("orders.fifo", True), ("a", True),

@@ -22,6 +22,7 @@ from urllib.parse import quote_from_bytes
 
 from ocd.http.sqs import shapes
 from ocd.http.sqs.actions import ACTION_NAMES
+from tests.integration.deep_json import Deep, dumps
 
 JSON_TYPE = "application/x-amz-json-1.0"
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -45,19 +46,6 @@ class Targets:
 
     urls: tuple[str, ...]
     arns: tuple[str, ...]
-
-
-class Deep:
-    """A value nested ``depth`` levels, spliced into the JSON text (json.dumps would
-    recurse on it)."""
-
-    def __init__(self, depth: int, kind: str) -> None:
-        self.depth, self.kind = depth, kind
-
-    def text(self) -> str:
-        if self.kind == "list":
-            return "[" * self.depth + "]" * self.depth
-        return '{"a":' * self.depth + "0" + "}" * self.depth
 
 
 WRONG: tuple[Any, ...] = (
@@ -324,26 +312,6 @@ def _put(value: Any, at: tuple[Any, ...], new: Any) -> Any:
     copy = dict(value) if isinstance(value, dict) else list(value)
     copy[at[0]] = _put(value[at[0]], at[1:], new)
     return copy
-
-
-def dumps(value: Any) -> bytes:
-    deep: dict[str, Deep] = {}
-
-    def mark(v: Any) -> Any:
-        if isinstance(v, Deep):
-            key = f"\x00deep{len(deep)}\x00"
-            deep[key] = v
-            return key
-        if isinstance(v, dict):
-            return {k: mark(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [mark(x) for x in v]
-        return v
-
-    text = json.dumps(mark(value))
-    for key, d in deep.items():
-        text = text.replace(json.dumps(key), d.text())
-    return text.encode("utf-8", "surrogatepass")
 
 
 def _short(value: Any) -> str:

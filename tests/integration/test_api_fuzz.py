@@ -33,6 +33,7 @@ from ocd.http.cloudflare.context import QUEUE_NAME
 from ocd.pull import MAX_WAIT_MS
 from tests.helpers import FakeClock
 from tests.integration.conftest import Running
+from tests.integration.deep_json import Deep, dumps
 from tests.openapi_schemas import operation, problems, request_validator, response_validator
 
 FUZZ = settings(
@@ -61,23 +62,6 @@ JSON = st.recursive(
 )
 
 
-class Deep:
-    """A value nested ``depth`` levels deep, written straight into the request's JSON text:
-    neither hypothesis nor json.dumps could handle the real thing."""
-
-    def __init__(self, depth: int, kind: str) -> None:
-        self.depth = depth
-        self.kind = kind
-
-    def text(self) -> str:
-        if self.kind == "list":
-            return "[" * self.depth + "]" * self.depth
-        return '{"a":' * self.depth + "0" + "}" * self.depth
-
-    def __repr__(self) -> str:
-        return f"Deep({self.depth}, {self.kind!r})"
-
-
 DEEP = st.builds(
     Deep,
     st.sampled_from([30, 500, 900, 960, 990, 1000, 1100, 5000, 100_000]),
@@ -98,26 +82,6 @@ RAW = st.binary(max_size=64) | st.sampled_from(
 )  # fmt: skip
 
 WIRE = ["plain"] * 8 + ["gzip", "gzip-lie"]
-
-
-def dumps(value: Any) -> bytes:
-    deep: dict[str, Deep] = {}
-
-    def mark(v: Any) -> Any:
-        if isinstance(v, Deep):
-            key = f"\x00deep{len(deep)}\x00"
-            deep[key] = v
-            return key
-        if isinstance(v, dict):
-            return {k: mark(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [mark(x) for x in v]
-        return v
-
-    text = json.dumps(mark(value))
-    for key, d in deep.items():
-        text = text.replace(json.dumps(key), d.text())
-    return text.encode("utf-8", "surrogatepass")
 
 
 def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -7,7 +7,12 @@ failure, and fails the run if any test still skipped for a PostgreSQL reason.
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import sys
+import threading
+import time
+import traceback
 import uuid
 from collections.abc import Iterator
 
@@ -116,10 +121,47 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _exitstatus
     if _postgres_required() and _postgres_skips and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if wrangler.required() and _node_skips and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    _exitstatus = int(session.exitstatus)
+
+
+_exitstatus = 0
+LEFTOVER_GRACE_S = 10.0
+EXIT_WATCHDOG_S = 180.0
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test that failed half-way can leave a non-daemon thread behind (an aiosqlite
+    connection never closed, a to_thread call still blocked): Python waits for it at exit,
+    and one such run waited until CI's limit with every result already printed. Give such
+    threads a grace period, then name them with their stacks and exit with the run's status."""
+    # Whatever else could hold the exit (an atexit call, a child's pipe): name it and stop.
+    faulthandler.dump_traceback_later(EXIT_WATCHDOG_S, exit=True)
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    for thread in _leftover_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    leftover = _leftover_threads()
+    if not leftover:
+        return
+    frames = sys._current_frames()
+    print(f"\n{len(leftover)} thread(s) still running after the tests:", file=sys.stderr)
+    for thread in leftover:
+        print(f"--- {thread.name}", file=sys.stderr)
+        frame = frames.get(thread.ident or 0)
+        if frame is not None:
+            traceback.print_stack(frame, file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(_exitstatus)
+
+
+def _leftover_threads() -> list[threading.Thread]:
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -397,3 +397,50 @@ async def test_claimed_cron_ticks_survive_a_restart(open_store):
     s2 = await open_store(T0 + 5)
     assert await s2.cron_last_ticks() == {"app|*/5 * * * *": T0}
     assert not await s2.claim_cron_tick("app|*/5 * * * *", T0, s2.node_id)
+
+
+async def test_a_lease_that_lapses_partly_acked_brings_back_only_the_rest(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(4))
+    d = (await store.claim(q, Claim(4, T0, T0 + 1000, 9, NO_DLQ))).deliveries
+    await store.settle(q, [d[0].seq, d[2].seq], [], [], NO_DLQ, T0 + 10)
+    assert (await store.claim(q, Claim(10, T0 + 999, T0 + 5000, 9, NO_DLQ))).deliveries == []
+    again = (await store.claim(q, Claim(10, T0 + 1001, T0 + 5000, 9, NO_DLQ))).deliveries
+    assert sorted((x.id, x.attempts) for x in again) == [(d[1].id, 2), (d[3].id, 2)]
+    assert all(x.first_received_ms == T0 for x in again)
+    await store.settle(q, [x.seq for x in again], [], [], NO_DLQ, T0 + 1002)
+    assert (await store.backlog(q)).count == 0
+    assert (await store.claim(q, Claim(10, T0 + 9000, T0 + 10_000, 9, NO_DLQ))).deliveries == []
+
+
+async def test_a_message_made_invisible_longer_is_still_acked_by_its_lease(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(2))
+    a, b = (await store.claim(q, Claim(2, T0, T0 + 1000, 9, NO_DLQ))).deliveries
+    # SQS ChangeMessageVisibility: both stay out of sight until T0 + 5000, past the lease
+    await store.settle(q, [], [Retry(a.seq, T0 + 5000), Retry(b.seq, T0 + 5000)], [], NO_DLQ, T0)
+    assert (await store.claim(q, Claim(10, T0 + 2000, T0 + 9000, 9, NO_DLQ))).deliveries == []
+    stats = (await store.queue_stats(T0 + 2000))[q.key]
+    assert stats.not_ready == 2
+    assert (await store.ready(q, T0 + 2000, 10)).next_visible_ms == T0 + 5000
+    assert (await store.settle(q, [a.seq], [], [], NO_DLQ, T0 + 2000)).acked == 1
+    [back] = (await store.claim(q, Claim(10, T0 + 5001, T0 + 9000, 9, NO_DLQ))).deliveries
+    assert (back.id, back.attempts, back.first_received_ms) == (b.id, 2, T0)
+
+
+async def test_a_delayed_send_waits_apart_then_comes_in_its_turn(store):
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    await store.enqueue(q, msgs(1, delay_ms=3000, prefix="d"))
+    await store.enqueue(q, msgs(2))
+    assert (await store.backlog(q)).count == 3
+    ready = await store.ready(q, T0, 10)
+    assert (ready.count, ready.next_visible_ms) == (2, T0 + 3000)
+    first = (await store.claim(q, Claim(10, T0, T0 + 9000, 9, NO_DLQ))).deliveries
+    assert [x.id for x in first] == [m.id for m in msgs(2)]
+    assert (await store.claim(q, Claim(10, T0 + 2999, T0 + 9000, 9, NO_DLQ))).deliveries == []
+    [late] = (await store.claim(q, Claim(10, T0 + 3000, T0 + 9000, 9, NO_DLQ))).deliveries
+    assert (late.id, late.attempts, late.first_received_ms) == (
+        msgs(1, prefix="d")[0].id,
+        1,
+        T0 + 3000,
+    )

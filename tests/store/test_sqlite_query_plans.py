@@ -12,11 +12,34 @@ import pytest
 
 from ocd.store.sqlite import sql
 
+Q1 = 1 << 40  # queue 1's ready band starts here (ocd.store.sqlite.layout)
+SEQS = "[1099511627776, 1099511627777]"
+
 HOT = {
-    "READY": (sql.READY, {"q": 1, "now": 5, "n": 10}),
-    "CLAIM": (sql.CLAIM, {"q": 1, "now": 5, "n": 10, "until": 9, "lease": 1, "kind": 1}),
+    "READY_LOG": (
+        sql.READY_LOG,
+        {"q": 1, "now": 5, "n": 10, "next": Q1, "end": Q1 + (1 << 39)},
+    ),
+    "LOG_RUN": (sql.LOG_RUN, (Q1, Q1 + (1 << 39), 10)),
     "DELETE_SEQS": (sql.DELETE_SEQS.format(marks="?,?,?"), (1, 1, 2, 3)),
-    "MOVE_SEQS": (sql.MOVE_SEQS.format(marks="?,?"), (2, 5, 1, 1, 2)),
+    "REAPPEND": (
+        sql.REAPPEND,
+        {
+            "base": Q1 + 5,
+            "dest": 1,
+            "vis": 5,
+            "reset": 0,
+            "add": 1,
+            "first": 5,
+            "seqs": SEQS,
+            "src": 1,
+        },
+    ),
+    "DELETE_LOG_SEQS": (sql.DELETE_LOG_SEQS, {"seqs": SEQS, "src": 1}),
+    "HOLD": (sql.HOLD, {"until": 9, "q": 1, "now": 5, "seq": Q1, "next": Q1 + 10}),
+    "LEASE_SURVIVORS": (sql.LEASE_SURVIVORS, {"lo": Q1, "hi": Q1 + 99, "q": 1}),
+    "DROP_EMPTY_LEASES": (sql.DROP_EMPTY_LEASES, {"q": 1, "min": Q1, "max": Q1 + 99}),
+    "PEEK_LOG": (sql.PEEK_LOG, {"q": 1, "end": Q1 + (1 << 39), "now": 5, "n": 10}),
     "RETRY": (sql.RETRY, (5, 1, 1)),
     "RELEASE_SEQS": (sql.RELEASE_SEQS.format(marks="?,?"), (5, 1, 1, 1, 2)),
     "PEEK": (sql.PEEK, (1, 5, 10)),
@@ -35,8 +58,8 @@ def con(tmp_path_factory):
         c.executescript(script)
     # Give the planner a deep queue, as it would see in production after ANALYZE or not.
     c.executemany(
-        sql.insert_messages(1),
-        ((1, f"{i:032x}", "json", b"1", 1, 1, i, None) for i in range(20_000)),
+        sql.insert_log(1),
+        ((Q1 + i, 1, f"{i:032x}", "json", b"1", 1, 1, i, None) for i in range(20_000)),
     )
     c.commit()
     yield c

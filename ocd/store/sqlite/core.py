@@ -30,7 +30,7 @@ from ocd.store.rows import (
     consumer_from_row,
     queue_from_row,
 )
-from ocd.store.sqlite import fifo, guard, sql
+from ocd.store.sqlite import fifo, guard, layout, sql
 from ocd.store.sqlite.errors import is_damage, is_full, translate
 from ocd.store.sqlite.mark import Mark, MarkFile, mark_path
 from ocd.store.sqlite.ops import Op, Tx, fetch_all, fetch_one
@@ -355,19 +355,31 @@ class SqliteCore:
             self.catalogue.set_counts(key, count, size, oldest)
 
     def _recover(self, conn: sqlite3.Connection, now_ms: int) -> None:
-        rows = fetch_all(conn, sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
-        groups: dict[int, set[str]] = {}
-        for key, grp in rows:
-            if grp is not None:
-                groups.setdefault(key, set()).add(grp)
-        tx = Tx(conn)
-        for key, gs in groups.items():
-            fifo.refresh(tx, key, gs)
-        if rows:
+        """Messages a crash left leased to a push dispatcher become ready now, their attempt
+        counted, so that a message that crashes the daemon cannot loop for ever. One
+        transaction: a crash here leaves them as they were."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tx = Tx(conn)
+            returned = layout.hand_back(tx, int(LeaseKind.PUSH), now_ms)
+            rows = fetch_all(conn, sql.RECOVER_PUSH_LEASES, (now_ms, int(LeaseKind.PUSH)))
+            groups: dict[int, set[str]] = {}
+            for key, grp in rows:
+                if grp is not None:
+                    groups.setdefault(key, set()).add(grp)
+            for key, gs in groups.items():
+                fifo.refresh(tx, key, gs)
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        returned += len(rows)
+        if returned:
             log.warning(
                 "returned %d message(s) that were in flight when ocd last stopped",
-                len(rows),
-                extra={"event": "inflight_recovered", "count": len(rows)},
+                returned,
+                extra={"event": "inflight_recovered", "count": returned},
             )
 
     def available(self) -> bool:

@@ -68,7 +68,8 @@ def _messages(conn: sqlite3.Connection) -> Iterator[list[StoredMessage]]:
     while True:
         rows = conn.execute(
             "SELECT m.seq, q.queue_id, m.id, m.content_type, m.body, m.sent_ms, m.visible_ms, "
-            "m.attempts, m.grp, m.dedup, m.fseq, m.attrs, m.first_received_ms FROM messages m "
+            "m.attempts, m.grp, m.dedup, m.fseq, m.attrs, m.first_received_ms "
+            "FROM message_states m "
             "JOIN queues q ON q.key = m.queue "
             "WHERE m.seq > ? ORDER BY m.seq LIMIT ?",
             (after, CHUNK),

@@ -16,7 +16,7 @@ from typing import Any
 
 from ocd.errors import QueueNotFound
 from ocd.store import rules
-from ocd.store.sqlite import sql
+from ocd.store.sqlite import layout, sql
 from ocd.store.sqlite.ops import IN_CHUNK, Tx, chunks, fetch_all, fetch_one, marks
 from ocd.store.values import DEDUP_WINDOW_MS, FifoSent, NewMessage, QueueRecord, Retry
 
@@ -64,6 +64,7 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         ids.append((queue.key, *key, m.sent_ms + DEDUP_WINDOW_MS, m.id, last))
         rows.append(
             (
+                layout.seq_of(queue.key, last),
                 queue.key,
                 m.id,
                 m.content_type,

@@ -14,12 +14,12 @@ from ocd.errors import (
     StoreFull,
 )
 from ocd.store.rows import claimed, fifo_claimed
-from ocd.store.sqlite import fifo, removal, sql
+from ocd.store.sqlite import fifo, layout, removal, sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
+from ocd.store.sqlite.layout import Enqueue
 from ocd.store.sqlite.ops import (
     Call,
-    Enqueue,
     Tx,
     chunks,
     fetch_all,
@@ -81,46 +81,72 @@ class SqliteMessages(SqliteCore):
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         assert self._r is not None
         try:
-            count, first, nxt = await read_one(
+            if queue.fifo:
+                count, first, nxt = await read_one(
+                    self._r, sql.READY_FIFO, {"q": queue.key, "now": now_ms, "n": limit}
+                )
+                return Ready(count, first, nxt)
+            start, end = layout.band(queue.key)
+            row = await read_one(self._r, sql.CURSOR, (queue.key,))
+            count, at_cursor, held, lapsed, held_next, lease_next = await read_one(
                 self._r,
-                sql.READY_FIFO if queue.fifo else sql.READY,
-                {"q": queue.key, "now": now_ms, "n": limit},
+                sql.READY_LOG,
+                {
+                    "q": queue.key,
+                    "now": now_ms,
+                    "n": limit,
+                    "next": row[0] if row is not None else start,
+                    "end": end,
+                },
             )
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
-        return Ready(count, first, nxt)
+        firsts = [t for t in (at_cursor, held, lapsed) if t is not None]
+        nexts = [t for t in (held_next, lease_next) if t is not None]
+        return Ready(min(count, limit), min(firsts, default=None), min(nexts, default=None))
 
     async def claim(self, queue: QueueRecord, ask: Claim) -> Claimed:
         lease = secrets.randbits(62) + 1
 
         def claim(tx: Tx) -> Claimed:
             if ask.max_batches is not None:
-                (held,) = fetch_one(tx.conn, sql.PUSH_LEASES_HELD, (queue.key, ask.now_ms))
+                statement = sql.PUSH_LEASES_HELD if queue.fifo else sql.LOG_PUSH_LEASES_HELD
+                (held,) = fetch_one(tx.conn, statement, (queue.key, ask.now_ms))
                 if held >= ask.max_batches:
                     return Claimed([])
             if queue.fifo:
                 return self._claim_fifo(tx, queue, ask, lease)
-            rows = fetch_all(
-                tx.conn,
-                sql.CLAIM,
-                {
-                    "q": queue.key,
-                    "now": ask.now_ms,
-                    "n": ask.limit,
-                    "until": ask.lease_until_ms,
-                    "lease": lease,
-                    "kind": int(ask.kind),
-                },
-            )
-            split = claimed(rows, lease, ask.max_attempts)
-            if split.spent:
-                removal.dead_letter(
-                    self.catalogue, tx, queue, split.spent, ask.dead_letter, ask.now_ms
-                )
-            return Claimed(split.deliveries, split.exhausted)
+            return self._claim_log(tx, queue, ask, lease)
 
         result: Claimed = await self._submit(Call(claim, durable=False, most_rows=ask.limit))
         return result
+
+    def _claim_log(self, tx: Tx, queue: QueueRecord, ask: Claim, lease: int) -> Claimed:
+        """The run of the ready band from the cursor, under one new lease row; what was due
+        meanwhile (held messages, lapsed leases) is appended first."""
+        key, now = queue.key, ask.now_ms
+        layout.promote(tx, key, now)
+        layout.lapse(tx, key, now)
+        end = layout.band(key)[1]
+        at = layout.cursor(tx, key)
+        stored = fetch_all(tx.conn, sql.LOG_RUN, (at, end, ask.limit))
+        if not stored:
+            return Claimed([])
+        # Under the lease a message has had one more attempt than its row says.
+        rows = [
+            (seq, mid, ct, body, sent, attempts + 1, attrs, now if first is None else first)
+            for seq, mid, ct, body, sent, attempts, attrs, first in stored
+        ]
+        split = claimed(rows, lease, ask.max_attempts)
+        lo, hi = stored[0][0], stored[-1][0]
+        tx.conn.execute(sql.SET_CURSOR, (hi + 1, key))
+        if split.deliveries:
+            tx.conn.execute(
+                sql.INSERT_LEASE, (lease, key, lo, hi, int(ask.kind), now, ask.lease_until_ms)
+            )
+        if split.spent:
+            removal.dead_letter(self.catalogue, tx, queue, split.spent, ask.dead_letter, now)
+        return Claimed(split.deliveries, split.exhausted)
 
     def _claim_fifo(self, tx: Tx, queue: QueueRecord, ask: Claim, lease: int) -> Claimed:
         rows = fifo.claim(
@@ -176,14 +202,19 @@ class SqliteMessages(SqliteCore):
             acked = removal.delete(tx, queue, acks)
             retried = 0
             if retries:
-                cur = tx.conn.executemany(
-                    sql.RETRY, ((visible, seq, queue.key) for seq, visible in retries)
-                )
-                retried = max(cur.rowcount, 0)
-                tx.notify.add(queue.key)
+                at = layout.cursor(tx, queue.key)
+                for seq, visible in retries:
+                    cur = tx.conn.execute(
+                        sql.HOLD,
+                        {"until": visible, "q": queue.key, "now": now_ms, "seq": seq, "next": at},
+                    )
+                    retried += max(cur.rowcount, 0)
+                layout.promote(tx, queue.key, now_ms)
             moved, deleted = removal.dead_letter(
                 self.catalogue, tx, queue, dead, dead_letter, now_ms
             )
+            touched = [*acks, *(r.seq for r in retries), *dead]
+            layout.drop_empty_leases(tx, queue.key, touched)
             return Settled(acked, retried, moved, deleted)
 
         most_rows = len(acks) + len(retries) + len(dead)
@@ -198,6 +229,8 @@ class SqliteMessages(SqliteCore):
         kind: LeaseKind = LeaseKind.PUSH,
     ) -> int:
         def release(tx: Tx) -> int:
+            if not queue.fifo:
+                return self._release_log(tx, queue, seqs, now_ms, kind)
             n = 0
             groups: set[str] = set()
             for chunk in chunks(seqs):
@@ -217,6 +250,22 @@ class SqliteMessages(SqliteCore):
         result: int = await self._submit(Call(release, durable=False))
         return result
 
+    def _release_log(
+        self, tx: Tx, queue: QueueRecord, seqs: Sequence[int], now_ms: int, kind: LeaseKind
+    ) -> int:
+        """Handed back: appended anew, the attempt given back (the first receive stays), if
+        still under a lease of that kind."""
+        by_claim: dict[int, list[int]] = {}
+        for seq in seqs:
+            row = fetch_one(tx.conn, sql.LEASE_OF, (queue.key, seq))
+            if row is not None and row[0] <= seq and row[1] == int(kind):
+                by_claim.setdefault(row[2], []).append(seq)
+        n = 0
+        for claimed_ms, ours in by_claim.items():
+            n += layout.reappend(tx, queue.key, ours, now_ms, first_ms=claimed_ms)[0]
+        layout.drop_empty_leases(tx, queue.key, seqs)
+        return n
+
     async def expire(self, now_ms: int, batch: int = 5000) -> list[Expired]:
         expired: list[Expired] = []
         for queue in self.catalogue.queues():
@@ -228,6 +277,8 @@ class SqliteMessages(SqliteCore):
                     tx.removed(q.key, len(rows), sum(r[0] for r in rows))
                     if q.fifo:
                         fifo.refresh(tx, q.key, (r[1] for r in rows))
+                    else:
+                        layout.forget_held(tx, q.key, [r[2] for r in rows])
                 return len(rows)
 
             total = 0
@@ -246,6 +297,7 @@ class SqliteMessages(SqliteCore):
         def purge(tx: Tx) -> int:
             cur = tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
             fifo.purge(tx, queue.key)
+            layout.clear(tx, queue.key)
             tx.conn.execute(sql.MARK_PURGED, (now_ms, queue.key))
             n = max(cur.rowcount, 0)
             tx.removed(queue.key, *self.catalogue.counts(queue.key))
@@ -261,7 +313,18 @@ class SqliteMessages(SqliteCore):
         """Ready messages, oldest first, without leasing them or counting an attempt."""
         assert self._r is not None
         try:
-            rows = await read_all(self._r, sql.PEEK, (queue.key, now_ms, limit))
+            if queue.fifo:
+                rows = await read_all(self._r, sql.PEEK, (queue.key, now_ms, limit))
+            else:
+                end = layout.band(queue.key)[1]
+                rows = [
+                    r[:-1]
+                    for r in await read_all(
+                        self._r,
+                        sql.PEEK_LOG,
+                        {"q": queue.key, "end": end, "now": now_ms, "n": limit},
+                    )
+                ]
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
         return [
@@ -271,7 +334,10 @@ class SqliteMessages(SqliteCore):
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
         def delete(tx: Tx) -> int:
-            return removal.delete(tx, queue, seqs)
+            n = removal.delete(tx, queue, seqs)
+            if not queue.fifo:
+                layout.drop_empty_leases(tx, queue.key, seqs)
+            return n
 
         result: int = await self._submit(Call(delete))
         return result
@@ -281,7 +347,13 @@ class SqliteMessages(SqliteCore):
         out: dict[int, NotReady] = {}
         try:
             for q in self.catalogue.queues():
-                not_ready, leased = await read_one(self._r, sql.NOT_READY, (q.key, now_ms))
+                if q.fifo:
+                    not_ready, leased = await read_one(self._r, sql.NOT_READY, (q.key, now_ms))
+                else:
+                    held, leased = await read_one(
+                        self._r, sql.NOT_READY_LOG, {"q": q.key, "now": now_ms}
+                    )
+                    not_ready = held + leased
                 out[q.key] = NotReady(not_ready, leased)
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e

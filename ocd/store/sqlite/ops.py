@@ -1,22 +1,17 @@
 """What runs inside the SQLite writer's transaction: the transaction's bookkeeping (``Tx``),
-the operations callers hand the writer (``Enqueue``, ``Call``), and the small helpers they
-run statements with."""
+the operations callers hand the writer (``Call``; sends are ``layout.Enqueue``), and the
+small helpers they run statements with."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 from collections.abc import Iterable, Sequence
-from itertools import chain
 from typing import Any
 
 import aiosqlite
 
-from ocd.store.sqlite import sql
-from ocd.store.values import NewMessage, QueueRecord
-
 IN_CHUNK = 500  # parameters per "seq IN (...)" statement
-INSERT_ROWS = 32  # messages per INSERT statement (8 parameters each)
 
 
 class Tx:
@@ -69,38 +64,6 @@ class Op:
         raise NotImplementedError
 
 
-class Enqueue(Op):
-    grows = True
-
-    def __init__(self, queue: QueueRecord, messages: Sequence[NewMessage]) -> None:
-        super().__init__()
-        self.queue = queue
-        self.messages = messages
-        self.most_rows = len(messages)
-
-    def rows(self) -> list[tuple[Any, ...]]:
-        key = self.queue.key
-        return [
-            (key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms, m.attrs)
-            for m in self.messages
-        ]
-
-    def account(self, tx: Tx) -> None:
-        # Plain loops, not sum() and min() over generators: this runs for every send.
-        size = 0
-        first = None
-        for m in self.messages:
-            size += len(m.body)
-            if first is None or m.sent_ms < first:
-                first = m.sent_ms
-        if first is not None:
-            tx.added(self.queue.key, len(self.messages), size, first)
-
-    def apply(self, tx: Tx) -> None:
-        insert_messages(tx.conn, self.rows())
-        self.account(tx)
-
-
 class Call(Op):
     """Any other write: ``fn(tx, *args)`` run inside the group's transaction."""
 
@@ -121,23 +84,6 @@ class Call(Op):
 
     def apply(self, tx: Tx) -> None:
         self.result = self.fn(tx, *self.args)
-
-
-def insert_messages(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    """INSERT ``rows`` with as few statements as possible: one statement of many rows costs
-    SQLite less than ``executemany`` of one row each, which runs a whole statement,
-    AUTOINCREMENT bookkeeping included, per row."""
-    full = len(rows) - len(rows) % INSERT_ROWS
-    if full:
-        conn.executemany(
-            sql.insert_messages(INSERT_ROWS),
-            (
-                list(chain.from_iterable(rows[i : i + INSERT_ROWS]))
-                for i in range(0, full, INSERT_ROWS)
-            ),
-        )
-    if full < len(rows):
-        conn.execute(sql.insert_messages(len(rows) - full), list(chain.from_iterable(rows[full:])))
 
 
 def chunks(seq: Sequence[int]) -> Iterable[Sequence[int]]:

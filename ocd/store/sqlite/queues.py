@@ -19,7 +19,7 @@ from ocd.store.rows import (
     queue_from_row,
     settings_row,
 )
-from ocd.store.sqlite import fifo, sql
+from ocd.store.sqlite import fifo, layout, sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.ops import (
@@ -107,6 +107,8 @@ class SqliteQueues(FromCatalogue, SqliteCore):
         def delete(tx: Tx) -> None:
             tx.conn.execute(sql.DELETE_QUEUE_MESSAGES, (queue.key,))
             fifo.purge(tx, queue.key)
+            # Its cursor row stays: a queue that gets its key later never reuses a seq.
+            layout.clear(tx, queue.key)
             tx.conn.execute(sql.DELETE_CONSUMER, (queue.key,))
             tx.conn.execute(sql.DELETE_QUEUE, (queue.key,))
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ocd.store import rules
 from ocd.store.catalogue import Catalogue
-from ocd.store.sqlite import fifo, sql
+from ocd.store.sqlite import fifo, layout, sql
 from ocd.store.sqlite.ops import Tx, chunks, fetch_all, marks
 from ocd.store.values import DeadLetter, QueueRecord
 
@@ -26,6 +26,8 @@ def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | N
             if queue.fifo:
                 touched.update(r[1] for r in rows)
         n += len(rows)
+    if not queue.fifo:
+        layout.forget_held(tx, queue.key, seqs)
     if touched:
         if groups is not None:
             groups |= touched
@@ -53,17 +55,14 @@ def dead_letter(
     dlq = dead_letter.queue
     assert dlq is not None
     if to is rules.Destination.MOVE_FIFO:
-        return fifo.move(tx, queue, seqs, dlq, now_ms), 0
-    moved = 0
-    for chunk in chunks(seqs):
-        rows = fetch_all(
-            tx.conn,
-            sql.MOVE_SEQS.format(marks=marks(len(chunk))),
-            (dlq.key, now_ms, queue.key, *chunk),
-        )
-        if rows:
-            size = sum(r[0] for r in rows)
-            tx.removed(queue.key, len(rows), size)
-            tx.added(dlq.key, len(rows), size, min(r[1] for r in rows))
-        moved += len(rows)
+        moved = fifo.move(tx, queue, seqs, dlq, now_ms)
+        if not queue.fifo:
+            layout.forget_held(tx, queue.key, seqs)
+        return moved, 0
+    # Into a standard queue: appended to its log, attempts and first receive starting again.
+    moved, size, oldest = layout.reappend(tx, queue.key, seqs, now_ms, dest=dlq.key)
+    if moved:
+        assert oldest is not None
+        tx.removed(queue.key, moved, size)
+        tx.added(dlq.key, moved, size, oldest)
     return moved, 0

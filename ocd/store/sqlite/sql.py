@@ -75,9 +75,11 @@ GET_COMMITS = "SELECT seq FROM sqlite_sequence WHERE name = 'ocd:commits'"
 START_COMMITS = "INSERT INTO sqlite_sequence (name, seq) VALUES ('ocd:commits', 0)"
 SET_COMMITS = "UPDATE sqlite_sequence SET seq = ? WHERE name = 'ocd:commits'"
 
+# FIFO queues (layout.py has the standard queues' statements): "grp IS NOT NULL" lets SQLite
+# use messages_visible, which holds only FIFO messages.
 PEEK = """
 SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs FROM messages
-WHERE queue = ? AND visible_ms <= ? ORDER BY visible_ms LIMIT ?
+WHERE queue = ? AND visible_ms <= ? AND grp IS NOT NULL ORDER BY visible_ms LIMIT ?
 """
 
 DELETE_QUEUE_MESSAGES = "DELETE FROM messages WHERE queue = ?"
@@ -86,42 +88,11 @@ COUNT_BY_QUEUE = """
 SELECT queue, count(*), coalesce(sum(size), 0), min(sent_ms) FROM messages GROUP BY queue
 """
 
-_INSERT_MESSAGES = (
-    "INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms, attrs) "
-)
-
-
-@functools.cache
-def insert_messages(rows: int) -> str:
-    """INSERT of ``rows`` messages in one statement, eight parameters each."""
-    return _INSERT_MESSAGES + "VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
-
-
 # Messages a crash left leased to a push dispatcher become ready now; their attempt stays
 # counted, so a message that crashes the daemon cannot loop for ever.
 RECOVER_PUSH_LEASES = """
 UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE lease_kind = ?
 RETURNING queue, grp
-"""
-
-READY = """
-SELECT
-  (SELECT count(*) FROM (SELECT 1 FROM messages
-                         WHERE queue = :q AND visible_ms <= :now LIMIT :n)),
-  (SELECT min(visible_ms) FROM messages WHERE queue = :q AND visible_ms <= :now),
-  (SELECT min(visible_ms) FROM messages WHERE queue = :q AND visible_ms > :now)
-"""
-
-# The attempt is counted when the batch is claimed, not when it is settled; the first
-# claim's time stays.
-CLAIM = """
-UPDATE messages
-SET attempts = attempts + 1, visible_ms = :until, lease = :lease, lease_kind = :kind,
-    first_received_ms = coalesce(first_received_ms, :now)
-WHERE seq IN (SELECT seq FROM messages
-              WHERE queue = :q AND visible_ms <= :now
-              ORDER BY visible_ms LIMIT :n)
-RETURNING seq, id, content_type, body, sent_ms, attempts, attrs, first_received_ms
 """
 
 # Every statement that names messages by seq also names their queue: a seq that has since
@@ -134,15 +105,6 @@ UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = 
 
 DELETE_SEQS = "DELETE FROM messages WHERE +queue = ? AND seq IN ({marks}) RETURNING size, grp"
 
-# Same id and timestamp in the dead-letter queue; attempts (and the first receive) start
-# again.
-MOVE_SEQS = """
-UPDATE messages SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL,
-                    grp = NULL, fseq = NULL, first_received_ms = NULL
-WHERE +queue = ? AND seq IN ({marks})
-RETURNING size, sent_ms
-"""
-
 # Handing back unfinished work at shutdown does not spend an attempt.
 RELEASE_SEQS = """
 UPDATE messages
@@ -154,14 +116,14 @@ RETURNING grp
 EXPIRE = """
 DELETE FROM messages WHERE seq IN (
   SELECT seq FROM messages WHERE queue = ? AND sent_ms < ? LIMIT ?)
-RETURNING size, grp
+RETURNING size, grp, seq
 """
 
 # PUSH batches of a queue in flight now: a consumer's max_concurrency. Lapsed leases
 # (visible again) do not count.
 PUSH_LEASES_HELD = """
 SELECT count(DISTINCT lease) FROM messages
-WHERE queue = ? AND visible_ms > ? AND lease_kind = 1
+WHERE queue = ? AND visible_ms > ? AND lease_kind = 1 AND grp IS NOT NULL
 """
 
 OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"
@@ -170,7 +132,7 @@ OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"
 # leased ones. Walks only the not-ready part of the index.
 NOT_READY = """
 SELECT count(*), coalesce(sum(lease_kind IS NOT NULL), 0) FROM messages
-WHERE queue = ? AND visible_ms > ?
+WHERE queue = ? AND visible_ms > ? AND grp IS NOT NULL
 """
 
 # ------------------------------------------------------------------ FIFO queues (fifo.py)
@@ -206,15 +168,16 @@ DELETE FROM fifo_dedup WHERE (queue, scope, dedup) IN (
 """
 DEDUP_CLEAR = "DELETE FROM fifo_dedup WHERE queue = ?"
 
+# A FIFO message's seq is its sequence number in its queue's range of seqs (layout.py).
 _INSERT_FIFO = (
-    "INSERT INTO messages (queue, id, content_type, body, size, sent_ms, visible_ms, grp, "
+    "INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, grp, "
     "dedup, fseq, attrs) VALUES "
 )
 
 
 @functools.cache
 def insert_fifo(rows: int) -> str:
-    return _INSERT_FIFO + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    return _INSERT_FIFO + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
 
 
 # A group that had no messages starts with its first message as its head.
@@ -351,14 +314,14 @@ def browse(newest_first: bool, state: str) -> str:
     offset. Parameters :q :now :b :cs :cq :from :to :att :n."""
     op, order = ("<", "DESC") if newest_first else (">", "ASC")
     return (
-        f"SELECT {_BROWSED} FROM messages INDEXED BY messages_sent "
+        f"SELECT {_BROWSED} FROM message_states "
         f"WHERE queue = :q AND (sent_ms, seq) {op} (:cs, :cq) "
         f"AND sent_ms BETWEEN :from AND :to AND attempts >= :att{_STATES[state]} "
         f"ORDER BY sent_ms {order}, seq {order} LIMIT :n"
     )
 
 
-MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM messages WHERE seq = :seq AND +queue = :q"
+MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM message_states WHERE seq = :seq AND queue = :q"
 
 # Which of the seqs (a JSON array: one parameter however many) the queue holds.
 PRESENT_SEQS = """
@@ -386,12 +349,12 @@ ORDER BY sent_ms, seq LIMIT :cap
 
 # Many matches: the newest :n, walking down from the newest (it stops after :n).
 SEARCH = f"""
-SELECT {_BROWSED} FROM messages INDEXED BY messages_sent {_MATCHES}
+SELECT {_BROWSED} FROM message_states {_MATCHES}
 ORDER BY sent_ms DESC, seq DESC LIMIT :n
 """
 
 SEARCH_ROWS = f"""
-SELECT {_BROWSED} FROM messages WHERE +queue = :q AND seq IN ({{marks}})
+SELECT {_BROWSED} FROM message_states WHERE queue = :q AND seq IN ({{marks}})
 ORDER BY sent_ms DESC, seq DESC
 """
 
@@ -467,3 +430,159 @@ DELETE FROM kv WHERE rowid IN (
   SELECT rowid FROM kv WHERE expires_ms IS NOT NULL AND expires_ms <= ? LIMIT ?
 )
 """
+
+# ------------------------------------------------------------- standard queues as a log (layout.py)
+
+# A queue's range of seqs and its cursors: :q the queue, :lo and :hi its ready band.
+TAKE_SEQS = "UPDATE cursors SET tail = tail + ? WHERE queue = ? RETURNING tail"
+TAKE_DELAYED_SEQS = "UPDATE cursors SET dtail = dtail + ? WHERE queue = ? RETURNING dtail"
+NEW_CURSOR = "INSERT OR IGNORE INTO cursors (queue, next, tail, dtail) VALUES (?, ?, 0, 0)"
+CURSOR = "SELECT next FROM cursors WHERE queue = ?"
+SET_CURSOR = "UPDATE cursors SET next = ? WHERE queue = ?"
+
+_INSERT_LOG = (
+    "INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, attrs) "
+)
+
+
+@functools.cache
+def insert_log(rows: int) -> str:
+    """INSERT of ``rows`` messages under the seqs given, nine parameters each."""
+    return _INSERT_LOG + "VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+
+
+HOLD_NEW = "INSERT INTO held (seq, queue, until_ms, attempts) VALUES (?, ?, ?, 0)"
+
+# The next run of the ready band: what a claim takes.
+LOG_RUN = """
+SELECT seq, id, content_type, body, sent_ms, attempts, attrs, first_received_ms FROM messages
+WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT ?
+"""
+
+INSERT_LEASE = """
+INSERT INTO leases (lease, queue, lo, hi, kind, claimed_ms, deadline_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+
+LOG_PUSH_LEASES_HELD = """
+SELECT count(*) FROM leases WHERE queue = ? AND deadline_ms > ? AND kind = 1
+"""
+
+LAPSED_LEASES = """
+SELECT lease, lo, hi, claimed_ms, deadline_ms FROM leases
+WHERE queue = ? AND deadline_ms <= ? ORDER BY deadline_ms LIMIT ?
+"""
+LEASES_OF_KIND = "SELECT lease, queue, lo, hi, claimed_ms FROM leases WHERE kind = ?"
+DELETE_LEASE = "DELETE FROM leases WHERE lease = ?"
+
+# A lease's messages still under it: not settled, not held apart.
+_UNDER_LEASE = """
+FROM messages m WHERE m.seq BETWEEN :lo AND :hi AND +m.queue = :q
+  AND NOT EXISTS (SELECT 1 FROM held h WHERE h.seq = m.seq)"""
+
+LEASE_SURVIVORS = "SELECT m.seq " + _UNDER_LEASE + " ORDER BY m.seq"
+
+# Leases of a queue that a settle may have emptied, dropped.
+DROP_EMPTY_LEASES = """
+DELETE FROM leases WHERE queue = :q AND hi >= :min AND lo <= :max AND NOT EXISTS (
+  SELECT 1 FROM messages m WHERE m.seq BETWEEN leases.lo AND leases.hi AND +m.queue = :q
+    AND NOT EXISTS (SELECT 1 FROM held h WHERE h.seq = m.seq))
+"""
+
+# Appending messages anew (a JSON array of seqs: :seqs) under the seqs from :base on, in
+# the order given, into queue :dest; :add attempts counted, or, with :reset, attempts and
+# the first receive time start again (a move to another queue).
+REAPPEND = """
+INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, attempts,
+                      first_received_ms, attrs)
+SELECT :base + j.key, :dest, m.id, m.content_type, m.body, m.size, m.sent_ms, :vis,
+       CASE WHEN :reset THEN 0 ELSE m.attempts + :add END,
+       CASE WHEN :reset THEN NULL ELSE coalesce(m.first_received_ms, :first) END, m.attrs
+FROM json_each(:seqs) j JOIN messages m ON m.seq = j.value AND +m.queue = :src
+RETURNING size, sent_ms
+"""
+
+DELETE_LOG_SEQS = """
+DELETE FROM messages WHERE seq IN (SELECT value FROM json_each(:seqs)) AND +queue = :src
+"""
+DELETE_HELD_SEQS = "DELETE FROM held WHERE seq IN (SELECT value FROM json_each(?))"
+ANY_HELD = "SELECT 1 FROM held WHERE queue = ? LIMIT 1"
+
+# The lease whose run could hold a seq (runs never overlap): (lo, kind, claimed_ms), or none.
+LEASE_OF = """
+SELECT lo, kind, claimed_ms FROM leases WHERE queue = ? AND hi >= ? ORDER BY hi LIMIT 1
+"""
+
+# Held messages that are due: appended anew with the attempts and first receive time kept
+# in their held row.
+DUE_HELD = """
+SELECT seq FROM held WHERE queue = ? AND until_ms <= ? ORDER BY until_ms, seq LIMIT ?
+"""
+PROMOTE_HELD = """
+INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, attempts,
+                      first_received_ms, attrs)
+SELECT :base + j.key, m.queue, m.id, m.content_type, m.body, m.size, m.sent_ms, h.until_ms,
+       h.attempts, h.first_received_ms, m.attrs
+FROM json_each(:seqs) j JOIN held h ON h.seq = j.value JOIN messages m ON m.seq = h.seq
+"""
+
+# A claimed message held apart until :until (a retry, a longer visibility): it keeps its
+# seq, so the lease id that named it still does; its attempt stays counted. Only messages
+# the queue's cursor has passed (claimed ones) can be held this way.
+HOLD = """
+INSERT INTO held (seq, queue, until_ms, attempts, first_received_ms)
+SELECT m.seq, m.queue, :until, m.attempts + 1,
+       coalesce(m.first_received_ms,
+                (SELECT claimed_ms FROM leases WHERE queue = :q AND hi >= m.seq
+                 ORDER BY hi LIMIT 1), :now)
+FROM messages m WHERE m.seq = :seq AND +m.queue = :q AND m.seq < :next
+ON CONFLICT (seq) DO UPDATE SET until_ms = excluded.until_ms
+"""
+
+# Ready now, for a queue: the ready band from the cursor, held messages that are due, and
+# the messages of lapsed leases; when the longest-waiting became ready, and the next time
+# one becomes ready.
+READY_LOG = """
+SELECT
+  (SELECT count(*) FROM (SELECT 1 FROM messages WHERE seq >= :next AND seq < :end LIMIT :n))
+  + (SELECT count(*) FROM (SELECT 1 FROM held WHERE queue = :q AND until_ms <= :now LIMIT :n))
+  + (SELECT count(*) FROM (SELECT 1 FROM leases l JOIN messages m
+                           ON m.seq BETWEEN l.lo AND l.hi AND +m.queue = :q
+                           WHERE l.queue = :q AND l.deadline_ms <= :now LIMIT :n)),
+  (SELECT visible_ms FROM messages WHERE seq >= :next AND seq < :end ORDER BY seq LIMIT 1),
+  (SELECT min(until_ms) FROM held WHERE queue = :q AND until_ms <= :now),
+  (SELECT min(deadline_ms) FROM leases WHERE queue = :q AND deadline_ms <= :now),
+  (SELECT min(until_ms) FROM held WHERE queue = :q AND until_ms > :now),
+  (SELECT min(deadline_ms) FROM leases WHERE queue = :q AND deadline_ms > :now)
+"""
+
+# Ready now without leasing: the ready band from the cursor, the messages of lapsed leases
+# and the held ones that are due, as readers see them (message_states).
+_PEEKED = (
+    "s.seq, s.id, s.content_type, s.body, s.sent_ms, s.attempts, s.grp, s.fseq, s.dedup, s.attrs"
+)
+PEEK_LOG = f"""
+SELECT * FROM (
+  SELECT * FROM (SELECT {_PEEKED}, s.visible_ms FROM message_states s
+                 WHERE s.seq >= (SELECT next FROM cursors WHERE queue = :q) AND s.seq < :end
+                 ORDER BY s.seq LIMIT :n)
+  UNION ALL
+  SELECT * FROM (SELECT {_PEEKED}, s.visible_ms FROM leases l JOIN message_states s
+                 ON s.seq BETWEEN l.lo AND l.hi AND s.queue = :q
+                 WHERE l.queue = :q AND l.deadline_ms <= :now AND s.visible_ms <= :now LIMIT :n)
+  UNION ALL
+  SELECT * FROM (SELECT {_PEEKED}, s.visible_ms FROM held h JOIN message_states s ON s.seq = h.seq
+                 WHERE h.queue = :q AND h.until_ms <= :now LIMIT :n)
+) ORDER BY visible_ms, seq LIMIT :n
+"""
+
+# Not ready now: held until later, or under a live lease; of those the leased ones.
+NOT_READY_LOG = """
+SELECT (SELECT count(*) FROM held WHERE queue = :q AND until_ms > :now),
+       (SELECT count(*) FROM leases l JOIN messages m ON m.seq BETWEEN l.lo AND l.hi
+        WHERE l.queue = :q AND l.deadline_ms > :now AND +m.queue = :q
+          AND NOT EXISTS (SELECT 1 FROM held h WHERE h.seq = m.seq))
+"""
+
+DELETE_QUEUE_LEASES = "DELETE FROM leases WHERE queue = ?"
+DELETE_QUEUE_HELD = "DELETE FROM held WHERE queue = ?"

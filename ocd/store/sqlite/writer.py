@@ -44,8 +44,9 @@ from ocd.errors import OcdError, StoreError
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.asleep import Asleep
 from ocd.store.sqlite.errors import translate
+from ocd.store.sqlite.layout import Enqueue, insert
 from ocd.store.sqlite.mark import MarkFile
-from ocd.store.sqlite.ops import Enqueue, Op, Tx, insert_messages
+from ocd.store.sqlite.ops import Op, Tx
 
 log = logging.getLogger(__name__)
 
@@ -356,7 +357,7 @@ class Writer:
             enqueues = [op for op in ops if isinstance(op, Enqueue)]
             if enqueues:
                 # All pending sends in as few statements as possible: the point of group commit.
-                insert_messages(conn, [row for e in enqueues for row in e.rows()])
+                insert(tx, [row for e in enqueues for row in e.rows(tx)])
                 for e in enqueues:
                     e.account(tx)
             for op in ops:

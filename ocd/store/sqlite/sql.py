@@ -433,7 +433,8 @@ DELETE FROM kv WHERE rowid IN (
 
 # ------------------------------------------------------------- standard queues as a log (layout.py)
 
-# A queue's range of seqs and its cursors: :q the queue, :lo and :hi its ready band.
+# A queue's cursor row: the first unclaimed seq of its ready band, and the numbers each band
+# has given (the new ones are RETURNed: a send reserves its seqs in one statement).
 TAKE_SEQS = "UPDATE cursors SET tail = tail + ? WHERE queue = ? RETURNING tail"
 TAKE_DELAYED_SEQS = "UPDATE cursors SET dtail = dtail + ? WHERE queue = ? RETURNING dtail"
 NEW_CURSOR = "INSERT OR IGNORE INTO cursors (queue, next, tail, dtail) VALUES (?, ?, 0, 0)"

@@ -18,7 +18,7 @@ SEQS = "[1099511627776, 1099511627777]"
 HOT = {
     "READY_LOG": (
         sql.READY_LOG,
-        {"q": 1, "now": 5, "n": 10, "next": Q1, "end": Q1 + (1 << 39)},
+        {"q": 1, "now": 5, "n": 10, "start": Q1, "end": Q1 + (1 << 39)},
     ),
     "LOG_RUN": (sql.LOG_RUN, (Q1, Q1 + (1 << 39), 10)),
     "DELETE_SEQS": (sql.DELETE_SEQS.format(marks="?,?,?"), (1, 1, 2, 3)),

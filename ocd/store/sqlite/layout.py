@@ -19,7 +19,7 @@ Every function runs inside one writer transaction (``Tx``); the rules themselves
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ocd.store.sqlite import sql
@@ -62,35 +62,22 @@ def rows(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[tup
     """Sends: seqs at the tail of the ready band for ready ones, in the delayed band for
     delayed ones (visible after their send time), held until due; the rows to insert."""
     key = queue.key
-    out: list[tuple[Any, ...]] = []
-    delayed = 0
-    for m in messages:
-        if m.visible_ms > m.sent_ms:
-            delayed += 1
-    ready = len(messages) - delayed
-    if ready:
-        n = take(tx, key, ready)
-        for m in messages:
-            if m.visible_ms <= m.sent_ms:
-                body = m.body
-                out.append(
-                    (n, key, m.id, m.content_type, body, len(body), m.sent_ms, m.visible_ms,
-                     m.attrs)
-                )  # fmt: skip
-                n += 1
-    if delayed:
-        n = take(tx, key, delayed, delayed=True)
-        held = []
-        for m in messages:
-            if m.visible_ms > m.sent_ms:
-                out.append(
-                    (n, key, m.id, m.content_type, m.body, len(m.body), m.sent_ms,
-                     m.visible_ms, m.attrs)
-                )  # fmt: skip
-                held.append((n, key, m.visible_ms))
-                n += 1
-        tx.conn.executemany(sql.HOLD_NEW, held)
+    ready = [m for m in messages if m.visible_ms <= m.sent_ms]
+    out = _rows(take(tx, key, len(ready)), key, ready) if ready else []
+    if len(ready) < len(messages):
+        waiting = [m for m in messages if m.visible_ms > m.sent_ms]
+        held = _rows(take(tx, key, len(waiting), delayed=True), key, waiting)
+        tx.conn.executemany(sql.HOLD_NEW, ((r[0], key, r[7]) for r in held))
+        out += held
     return out
+
+
+def _rows(first: int, key: int, messages: Sequence[NewMessage]) -> list[tuple[Any, ...]]:
+    return [
+        (first + i, key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms,
+         m.attrs)
+        for i, m in enumerate(messages)
+    ]  # fmt: skip
 
 
 class Enqueue(Op):
@@ -196,9 +183,16 @@ def promote(tx: Tx, queue: int, now_ms: int) -> int:
             return total
 
 
-def survivors(tx: Tx, queue: int, lo: int, hi: int) -> list[int]:
-    """A lease's messages still under it."""
-    return [r[0] for r in fetch_all(tx.conn, sql.LEASE_SURVIVORS, {"lo": lo, "hi": hi, "q": queue})]
+def _end_lease(
+    tx: Tx, lease: int, queue: int, lo: int, hi: int, claimed_ms: int, visible_ms: int
+) -> int:
+    """A lease ends with messages still under it: they are appended anew, the attempt
+    spent, and the lease dropped."""
+    params = {"lo": lo, "hi": hi, "q": queue}
+    seqs = [r[0] for r in fetch_all(tx.conn, sql.LEASE_SURVIVORS, params)]
+    n = reappend(tx, queue, seqs, visible_ms, add=1, first_ms=claimed_ms)[0]
+    tx.conn.execute(sql.DELETE_LEASE, (lease,))
+    return n
 
 
 def lapse(tx: Tx, queue: int, now_ms: int) -> int:
@@ -208,9 +202,7 @@ def lapse(tx: Tx, queue: int, now_ms: int) -> int:
     while True:
         leases = fetch_all(tx.conn, sql.LAPSED_LEASES, (queue, now_ms, 100))
         for lease, lo, hi, claimed_ms, deadline_ms in leases:
-            seqs = survivors(tx, queue, lo, hi)
-            total += reappend(tx, queue, seqs, deadline_ms, add=1, first_ms=claimed_ms)[0]
-            tx.conn.execute(sql.DELETE_LEASE, (lease,))
+            total += _end_lease(tx, lease, queue, lo, hi, claimed_ms, deadline_ms)
         if len(leases) < 100:
             return total
 
@@ -221,23 +213,22 @@ def hand_back(tx: Tx, kind: int, now_ms: int) -> int:
     ever)."""
     total = 0
     for lease, queue, lo, hi, claimed_ms in fetch_all(tx.conn, sql.LEASES_OF_KIND, (kind,)):
-        seqs = survivors(tx, queue, lo, hi)
-        total += reappend(tx, queue, seqs, now_ms, add=1, first_ms=claimed_ms)[0]
-        tx.conn.execute(sql.DELETE_LEASE, (lease,))
+        total += _end_lease(tx, lease, queue, lo, hi, claimed_ms, now_ms)
     return total
 
 
-def drop_empty_leases(tx: Tx, queue: int, seqs: Iterable[int]) -> None:
+def drop_empty_leases(tx: Tx, queue: int, seqs: Sequence[int]) -> None:
     """After messages of a queue were settled: the leases left with none are dropped."""
-    seqs = list(seqs)
     if seqs:
         tx.conn.execute(sql.DROP_EMPTY_LEASES, {"q": queue, "min": min(seqs), "max": max(seqs)})
 
 
-def forget_held(tx: Tx, queue: int, seqs: Sequence[int]) -> None:
-    """Deleted messages leave no held rows behind."""
+def removed(tx: Tx, queue: int, seqs: Sequence[int]) -> None:
+    """Messages of a queue were deleted or moved away: they leave no held rows behind,
+    and the leases they emptied are dropped."""
     if seqs and fetch_one(tx.conn, sql.ANY_HELD, (queue,)) is not None:
         tx.conn.execute(sql.DELETE_HELD_SEQS, (json.dumps(list(seqs)),))
+    drop_empty_leases(tx, queue, seqs)
 
 
 def clear(tx: Tx, queue: int) -> None:

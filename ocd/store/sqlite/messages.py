@@ -87,17 +87,10 @@ class SqliteMessages(SqliteCore):
                 )
                 return Ready(count, first, nxt)
             start, end = layout.band(queue.key)
-            row = await read_one(self._r, sql.CURSOR, (queue.key,))
             count, at_cursor, held, lapsed, held_next, lease_next = await read_one(
                 self._r,
                 sql.READY_LOG,
-                {
-                    "q": queue.key,
-                    "now": now_ms,
-                    "n": limit,
-                    "next": row[0] if row is not None else start,
-                    "end": end,
-                },
+                {"q": queue.key, "now": now_ms, "n": limit, "start": start, "end": end},
             )
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
@@ -203,18 +196,19 @@ class SqliteMessages(SqliteCore):
             retried = 0
             if retries:
                 at = layout.cursor(tx, queue.key)
-                for seq, visible in retries:
-                    cur = tx.conn.execute(
-                        sql.HOLD,
-                        {"until": visible, "q": queue.key, "now": now_ms, "seq": seq, "next": at},
-                    )
-                    retried += max(cur.rowcount, 0)
+                cur = tx.conn.executemany(
+                    sql.HOLD,
+                    (
+                        {"until": visible, "q": queue.key, "now": now_ms, "seq": seq, "next": at}
+                        for seq, visible in retries
+                    ),
+                )
+                retried = max(cur.rowcount, 0)
                 layout.promote(tx, queue.key, now_ms)
+                layout.drop_empty_leases(tx, queue.key, [r.seq for r in retries])
             moved, deleted = removal.dead_letter(
                 self.catalogue, tx, queue, dead, dead_letter, now_ms
             )
-            touched = [*acks, *(r.seq for r in retries), *dead]
-            layout.drop_empty_leases(tx, queue.key, touched)
             return Settled(acked, retried, moved, deleted)
 
         most_rows = len(acks) + len(retries) + len(dead)
@@ -278,7 +272,7 @@ class SqliteMessages(SqliteCore):
                     if q.fifo:
                         fifo.refresh(tx, q.key, (r[1] for r in rows))
                     else:
-                        layout.forget_held(tx, q.key, [r[2] for r in rows])
+                        layout.removed(tx, q.key, [r[2] for r in rows])
                 return len(rows)
 
             total = 0
@@ -334,10 +328,7 @@ class SqliteMessages(SqliteCore):
 
     async def delete_messages(self, queue: QueueRecord, seqs: Sequence[int]) -> int:
         def delete(tx: Tx) -> int:
-            n = removal.delete(tx, queue, seqs)
-            if not queue.fifo:
-                layout.drop_empty_leases(tx, queue.key, seqs)
-            return n
+            return removal.delete(tx, queue, seqs)
 
         result: int = await self._submit(Call(delete))
         return result

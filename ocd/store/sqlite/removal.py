@@ -27,7 +27,7 @@ def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | N
                 touched.update(r[1] for r in rows)
         n += len(rows)
     if not queue.fifo:
-        layout.forget_held(tx, queue.key, seqs)
+        layout.removed(tx, queue.key, seqs)
     if touched:
         if groups is not None:
             groups |= touched
@@ -57,10 +57,12 @@ def dead_letter(
     if to is rules.Destination.MOVE_FIFO:
         moved = fifo.move(tx, queue, seqs, dlq, now_ms)
         if not queue.fifo:
-            layout.forget_held(tx, queue.key, seqs)
+            layout.removed(tx, queue.key, seqs)
         return moved, 0
     # Into a standard queue: appended to its log, attempts and first receive starting again.
     moved, size, oldest = layout.reappend(tx, queue.key, seqs, now_ms, dest=dlq.key)
+    if not queue.fifo:
+        layout.drop_empty_leases(tx, queue.key, seqs)
     if moved:
         assert oldest is not None
         tx.removed(queue.key, moved, size)

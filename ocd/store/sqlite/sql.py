@@ -544,13 +544,16 @@ ON CONFLICT (seq) DO UPDATE SET until_ms = excluded.until_ms
 # the messages of lapsed leases; when the longest-waiting became ready, and the next time
 # one becomes ready.
 READY_LOG = """
+WITH c (next) AS (SELECT coalesce((SELECT next FROM cursors WHERE queue = :q), :start))
 SELECT
-  (SELECT count(*) FROM (SELECT 1 FROM messages WHERE seq >= :next AND seq < :end LIMIT :n))
+  (SELECT count(*) FROM (SELECT 1 FROM messages WHERE seq >= (SELECT next FROM c)
+                         AND seq < :end LIMIT :n))
   + (SELECT count(*) FROM (SELECT 1 FROM held WHERE queue = :q AND until_ms <= :now LIMIT :n))
   + (SELECT count(*) FROM (SELECT 1 FROM leases l JOIN messages m
                            ON m.seq BETWEEN l.lo AND l.hi AND +m.queue = :q
                            WHERE l.queue = :q AND l.deadline_ms <= :now LIMIT :n)),
-  (SELECT visible_ms FROM messages WHERE seq >= :next AND seq < :end ORDER BY seq LIMIT 1),
+  (SELECT visible_ms FROM messages WHERE seq >= (SELECT next FROM c) AND seq < :end
+   ORDER BY seq LIMIT 1),
   (SELECT min(until_ms) FROM held WHERE queue = :q AND until_ms <= :now),
   (SELECT min(deadline_ms) FROM leases WHERE queue = :q AND deadline_ms <= :now),
   (SELECT min(until_ms) FROM held WHERE queue = :q AND until_ms > :now),

@@ -316,10 +316,11 @@ class PostgresCore:
                 async with self._db("return leases") as c:
                     now_ms = self.clock()
                     rows = await c.fetch(sql.RETURN_OWN, self.node_id, now_ms)
-                    await c.execute(sql.FORGET_NODE, self.node_id)
                     await self._refresh_returned(c, rows)
                     for key in {r[0] for r in rows}:
                         await c.execute(sql.NOTIFY, sql.queue_channel(key))
+                    await self._end_leases(c, now_ms, 1, sql.OWN_LEASES, self.node_id)
+                    await c.execute(sql.FORGET_NODE, self.node_id)
         self._closing = True
         if self._feed is not None:
             await self._feed.close()
@@ -398,12 +399,15 @@ class PostgresCore:
             await self._refresh_returned(c, rows)
             for key in {r[0] for r in rows}:
                 await c.execute(sql.NOTIFY, sql.queue_channel(key))
+            n = len(rows) + await self._end_leases(
+                c, now_ms, 0, sql.DOUBTFUL_LEASES, self.node_id, leases
+            )
         self._doubtful.difference_update(leases)
-        if rows:
+        if n:
             log.warning(
                 "returned %d message(s) leased by claims whose reply was lost",
-                len(rows),
-                extra={"event": "inflight_recovered", "count": len(rows)},
+                n,
+                extra={"event": "inflight_recovered", "count": n},
             )
 
     async def _refresh_returned(self, c: asyncpg.Connection, rows: Sequence[Any]) -> None:
@@ -418,19 +422,31 @@ class PostgresCore:
                 await fifo.lock(c, key)
                 await fifo.refresh(c, key, groups)
 
+    async def _end_leases(
+        self, c: asyncpg.Connection, now_ms: int, plus: int, which: str, *args: Any
+    ) -> int:
+        """End the standard queues' leases that ``which`` finds (by queue), one queue a
+        transaction: their messages appended anew now, ``plus`` attempts counted."""
+        total = 0
+        for key, leases in await c.fetch(which, *args):
+            total += await c.fetchval(sql.END_LEASES, key, now_ms, plus, list(leases))
+        return total
+
     async def _reap(self, now_ms: int) -> None:
-        """Return the PUSH leases of nodes whose heartbeat lapsed."""
+        """Return the PUSH leases of nodes whose heartbeat lapsed (and of any node no longer
+        registered)."""
         async with self._db("return leases of silent nodes") as c:
             rows = await c.fetch(sql.REAP_NODES, float(self.node_heartbeat_s), now_ms, self.node_id)
             await self._refresh_returned(c, rows)
             keys = {r[0] for r in rows}
             for key in keys:
                 await c.execute(sql.NOTIFY, sql.queue_channel(key))
-        if rows:
+            n = len(rows) + await self._end_leases(c, now_ms, 1, sql.ORPHAN_LEASES)
+        if n:
             log.warning(
                 "returned %d message(s) leased by node(s) that went silent",
-                len(rows),
-                extra={"event": "inflight_recovered", "count": len(rows)},
+                n,
+                extra={"event": "inflight_recovered", "count": n},
             )
 
     async def _feed_loop(self) -> None:
@@ -491,16 +507,29 @@ class PostgresCore:
         shard = random.randrange(SHARDS)
         to = rules.destination(queue, dead_letter, self.catalogue.knows)
         if to is rules.Destination.DELETE:
-            return 0, await c.fetchval(sql.DELETE_SEQS, queue.key, list(seqs), shard)
+            deleted = await c.fetchval(sql.DELETE_SEQS, queue.key, list(seqs), shard)
+            await self._removed(c, queue, seqs)
+            return 0, deleted
         dlq = dead_letter.queue
         assert dlq is not None
         if to is rules.Destination.MOVE_FIFO:  # the caller holds both queues' FIFO locks
             moved = await fifo.move(c, queue, seqs, dlq, now_ms)
             await c.execute(sql.NOTIFY, sql.queue_channel(dlq.key))
             return moved, 0
-        moved = await c.fetchval(sql.MOVE_SEQS, queue.key, dlq.key, now_ms, list(seqs), shard)
-        await c.execute(sql.NOTIFY, sql.queue_channel(dlq.key))
+        # appended to the destination's log, attempts and first receive starting again
+        moved = await c.fetchval(
+            sql.REAPPEND, queue.key, list(seqs), now_ms, 0, None, dlq.key, shard
+        )
+        await self._removed(c, queue, seqs)
         return moved, 0
+
+    async def _removed(
+        self, c: asyncpg.Connection, queue: QueueRecord, seqs: Sequence[int]
+    ) -> None:
+        """Messages of a standard queue were deleted or moved away in this transaction:
+        their held rows and the leases they emptied go."""
+        if seqs and not queue.fifo:
+            await c.execute(sql.REMOVED, queue.key, list(seqs))
 
     async def _delete(self, c: asyncpg.Connection, queue: QueueRecord, seqs: Sequence[int]) -> int:
         if queue.fifo:
@@ -509,6 +538,7 @@ class PostgresCore:
             await fifo.refresh(c, queue.key, touched)
             return len(touched)
         n: int = await c.fetchval(sql.DELETE_SEQS, queue.key, list(seqs), random.randrange(SHARDS))
+        await self._removed(c, queue, seqs)
         return n
 
 

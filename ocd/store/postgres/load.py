@@ -80,7 +80,10 @@ async def _copy_catalogue(conn: asyncpg.Connection, dump: Dump) -> dict[str, int
 
 
 async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, int]) -> int:
-    """Every message with its seq (so lease ids stay valid), and the backlog counts."""
+    """Every message, and the backlog counts. Messages that wait (delayed, retrying, leased)
+    and FIFO ones keep their seqs, so pull lease ids issued before stay valid; standard
+    messages ready now are numbered anew into their queues' bands, in the order they became
+    visible."""
     counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     copied = 0
     for chunk in dump.messages:
@@ -90,7 +93,7 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
             size = len(m.body)
             records.append(
                 (
-                    m.seq,
+                    -m.seq if m.group is None and m.visible_ms <= m.sent_ms else m.seq,
                     key,
                     m.id,
                     m.content_type,
@@ -110,7 +113,11 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
             counts[key][1] += size
         await conn.copy_records_to_table("ocd_messages", records=records, columns=sql.COPY_COLUMNS)
         copied += len(records)
-    await conn.execute(sql.SEQ_AFTER_COPY)
+    await conn.execute(sql.SERIAL_AFTER_COPY)
+    await conn.execute(sql.QUEUE_KEYS_AFTER_COPY)
+    await conn.execute(sql.TAILS_AFTER_COPY)
+    await conn.execute(sql.HOLD_COPIED)
+    await conn.execute(sql.RELOG)
     for key, (n, size) in counts.items():
         await conn.execute(sql.COPY_COUNTS, key, n, size)
     for q in dump.queues:  # FIFO groups from their messages; ids still in their window

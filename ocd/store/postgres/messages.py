@@ -82,10 +82,15 @@ class PostgresMessages(PostgresCore):
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         async with self._db("read") as c:
-            count, first, nxt = await c.fetchrow(
-                fifo_sql.READY_FIFO if queue.fifo else sql.READY, queue.key, now_ms, limit
+            if queue.fifo:
+                count, first, nxt = await c.fetchrow(fifo_sql.READY_FIFO, queue.key, now_ms, limit)
+                return Ready(count, first, nxt)
+            count, at_cursor, held, lapsed, held_next, lease_next = await c.fetchrow(
+                sql.READY, queue.key, now_ms, limit
             )
-        return Ready(count, first, nxt)
+        firsts = [t for t in (at_cursor, held, lapsed) if t is not None]
+        nexts = [t for t in (held_next, lease_next) if t is not None]
+        return Ready(min(count, limit), min(firsts, default=None), min(nexts, default=None))
 
     async def claim(self, queue: QueueRecord, ask: Claim) -> Claimed:
         lease = secrets.randbits(62) + 1
@@ -125,7 +130,8 @@ class PostgresMessages(PostgresCore):
                     rows = await c.fetch(sql.CLAIM, *args)
             split = claimed(rows, lease, max_attempts)
             if split.spent:
-                # Leased to us by the claim, so no one else can touch them meanwhile.
+                # Leased to us by the claim, so no one else can touch them meanwhile; the
+                # lease goes with them if they were all it had.
                 async with c.transaction():
                     await self._dead_letter(c, queue, split.spent, dead_letter, now_ms)
         return Claimed(split.deliveries, split.exhausted)
@@ -145,7 +151,7 @@ class PostgresMessages(PostgresCore):
             else:
                 async with c.transaction():
                     await fifo.lock(c, key)
-                    held = await c.fetchval(sql.PUSH_LEASES_HELD, key, now_ms)
+                    held = await c.fetchval(sql.FIFO_PUSH_LEASES_HELD, key, now_ms)
                     if held >= max_batches:
                         return Claimed([])
                     rows = await fifo.claim(c, queue, limit, now_ms, until_ms, lease, kind, owner)
@@ -225,17 +231,24 @@ class PostgresMessages(PostgresCore):
             self.catalogue.took(queue.key, acked)
             return Settled(acked, 0, 0, 0)
         async with self._db("write", queue) as c, c.transaction():
+            # The dead-letter queue's tail first (the one lock a settle takes beyond rows):
+            # a settle never takes its own queue's tail, so two queues dead-lettering into
+            # each other cannot wait on each other.
+            moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
             if acks:
                 acked = await c.fetchval(sql.DELETE_SEQS, queue.key, list(acks), shard)
+                await self._removed(c, queue, acks)
             if retries:
+                # held apart, then appended by the next claim once due
+                seqs = [r.seq for r in retries]
                 status = await c.execute(
-                    sql.RETRY, queue.key, [r.seq for r in retries], [r.visible_ms for r in retries]
+                    sql.HOLD, queue.key, seqs, now_ms, [r.visible_ms for r in retries]
                 )
                 retried = _rowcount(status)
+                await c.execute(sql.DROP_EMPTY_LEASES, queue.key, min(seqs), max(seqs))
             # Retried messages may be ready, and a lease is gone: a capped consumer on
             # another node may start its next batch.
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
-            moved, deleted = await self._dead_letter(c, queue, dead, dead_letter, now_ms)
         if acked:
             self.catalogue.took(queue.key, acked)
         return Settled(acked, retried, moved, deleted)
@@ -247,12 +260,18 @@ class PostgresMessages(PostgresCore):
         now_ms: int,
         kind: LeaseKind = LeaseKind.PUSH,
     ) -> int:
+        if not queue.fifo:
+            async with self._db("write", queue) as c, c.transaction():
+                n: int = await c.fetchval(sql.RELEASE_LOG, queue.key, list(seqs), now_ms, int(kind))
+                if seqs:
+                    await c.execute(sql.DROP_EMPTY_LEASES, queue.key, min(seqs), max(seqs))
+                await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
+            self.catalogue.notify(queue.key)
+            return n
         async with self._db("write", queue) as c, c.transaction():
-            if queue.fifo:
-                await fifo.lock(c, queue.key)
+            await fifo.lock(c, queue.key)
             rows = await c.fetch(sql.RELEASE_SEQS, queue.key, now_ms, int(kind), list(seqs))
-            if queue.fifo:
-                await fifo.refresh(c, queue.key, (r[0] for r in rows))
+            await fifo.refresh(c, queue.key, (r[0] for r in rows))
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
         self.catalogue.notify(queue.key)
         return len(rows)
@@ -267,9 +286,7 @@ class PostgresMessages(PostgresCore):
                     if queue.fifo:
                         n = await self._expire_fifo(c, queue, cutoff)
                     else:
-                        n = await c.fetchval(
-                            sql.EXPIRE, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
-                        )
+                        n = await self._expire_log(c, queue, cutoff)
                 total += n
                 if n < CHUNK:
                     break
@@ -282,6 +299,15 @@ class PostgresMessages(PostgresCore):
                 break
         return expired
 
+    async def _expire_log(self, c: asyncpg.Connection, queue: QueueRecord, cutoff: int) -> int:
+        async with c.transaction():
+            n, lo, hi = await c.fetchrow(
+                sql.EXPIRE_LOG, queue.key, cutoff, CHUNK, random.randrange(SHARDS)
+            )
+            if n:
+                await c.execute(sql.DROP_EMPTY_LEASES, queue.key, lo, hi)
+        return int(n)
+
     async def _expire_fifo(self, c: asyncpg.Connection, queue: QueueRecord, cutoff: int) -> int:
         async with c.transaction():
             await fifo.lock(c, queue.key)
@@ -292,18 +318,10 @@ class PostgresMessages(PostgresCore):
         return len(rows)
 
     async def purge(self, queue: QueueRecord, now_ms: int) -> int:
-        async with self._db("write", queue) as c:
-            last = await c.fetchval(sql.LAST_SEQ, queue.key)
-        total: int = 0
-        while True:
-            async with self._db("write", queue) as c, c.transaction():
-                await self._durable(c)
-                n = await c.fetchval(
-                    sql.PURGE_CHUNK, queue.key, last, CHUNK, random.randrange(SHARDS)
-                )
-            total += n
-            if n < CHUNK:
-                break
+        if queue.fifo:
+            total = await self._purge_fifo(queue)
+        else:
+            total = await self._purge_log(queue)
         async with self._db("write", queue) as c, c.transaction():
             await self._durable(c)
             if queue.fifo:  # the groups of what was sent since the purge began, and no ids
@@ -318,9 +336,50 @@ class PostgresMessages(PostgresCore):
             self.catalogue.remember(dataclasses.replace(current, purged_ms=now_ms))
         return total
 
+    async def _purge_fifo(self, queue: QueueRecord) -> int:
+        async with self._db("write", queue) as c:
+            last = await c.fetchval(sql.LAST_SEQ, queue.key)
+        total: int = 0
+        while True:
+            async with self._db("write", queue) as c, c.transaction():
+                await self._durable(c)
+                n = await c.fetchval(
+                    sql.PURGE_CHUNK, queue.key, last, CHUNK, random.randrange(SHARDS)
+                )
+            total += n
+            if n < CHUNK:
+                break
+        return total
+
+    async def _purge_log(self, queue: QueueRecord) -> int:
+        """Everything the queue's bands had given when the purge began."""
+        async with self._db("write", queue) as c:
+            bounds = await c.fetchrow(sql.PURGE_BOUNDS, queue.key)
+        tail, dtail = bounds if bounds is not None else (0, 0)
+        ready_end = queue.key * sql.SPAN + tail
+        delayed_end = queue.key * sql.SPAN + sql.DELAYED + dtail
+        total: int = 0
+        while True:
+            async with self._db("write", queue) as c, c.transaction():
+                await self._durable(c)
+                n = await c.fetchval(
+                    sql.PURGE_LOG_CHUNK,
+                    queue.key,
+                    ready_end,
+                    delayed_end,
+                    CHUNK,
+                    random.randrange(SHARDS),
+                )
+            total += n
+            if n < CHUNK:
+                break
+        async with self._db("write", queue) as c:
+            await c.execute(sql.PURGE_LEASES, queue.key, ready_end)
+        return total
+
     async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
         async with self._db("read") as c:
-            rows = await c.fetch(sql.PEEK, queue.key, now_ms, limit)
+            rows = await c.fetch(sql.PEEK if queue.fifo else sql.PEEK_LOG, queue.key, now_ms, limit)
         return [
             Delivery(seq, mid, ct, body, sent, att, 0, grp, fseq, dedup, attrs)
             for seq, mid, ct, body, sent, att, grp, fseq, dedup, attrs in rows
@@ -341,6 +400,10 @@ class PostgresMessages(PostgresCore):
         out: dict[int, NotReady] = {}
         async with self._db("read") as c:
             for q in self.catalogue.queues():
-                not_ready, leased = await c.fetchrow(sql.NOT_READY, q.key, now_ms)
+                if q.fifo:
+                    not_ready, leased = await c.fetchrow(sql.NOT_READY, q.key, now_ms)
+                else:
+                    held, leased = await c.fetchrow(sql.NOT_READY_LOG, q.key, now_ms)
+                    not_ready = held + leased
                 out[q.key] = NotReady(not_ready, leased)
         return out

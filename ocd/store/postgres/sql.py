@@ -102,7 +102,11 @@ RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_
           retention_s, paused, purged_ms, content_dedup, dedup_scope
 """
 
-DELETE_QUEUE = "DELETE FROM ocd_queues WHERE key = $1"
+# A queue's leases and held rows have no foreign key (a check per batch): they go with it.
+DELETE_QUEUE = """
+WITH l AS (DELETE FROM ocd_leases WHERE queue = $1), h AS (DELETE FROM ocd_held WHERE queue = $1)
+DELETE FROM ocd_queues WHERE key = $1
+"""
 MARK_PURGED = "UPDATE ocd_queues SET purged_ms = $1 WHERE key = $2"
 
 NOTIFY = "SELECT pg_notify($1, '')"
@@ -144,18 +148,44 @@ def count_change(source: str, queue: str, shard: str, sign: str) -> str:
     )
 
 
-# A group of sends of any number of queues: one statement inserts the rows and adds them
-# to the counts (shard $9), one more reads each queue's backlog and notifies its channel.
-ENQUEUE = """
-WITH ins AS (
-  INSERT INTO ocd_messages (queue, id, content_type, body, size, sent_ms, visible_ms, attrs)
-  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[],
-                       $6::bigint[], $7::bigint[], $8::bytea[])
-  RETURNING queue, size)
-INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
-SELECT queue, $9, count(*), sum(size) FROM ins GROUP BY queue
-ON CONFLICT (queue, shard) DO UPDATE
-SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes
+SPAN = 1 << 40  # seqs a queue owns (standard queues: ``migrations/0010_log.sql``)
+DELAYED = 1 << 39  # the delayed band's offset in them
+
+# A group of sends to standard queues of any number of queues, in one statement: seqs at the
+# tail of each queue's ready band (delayed ones: of its delayed band, with held rows), taken
+# in key order and held to the commit; the rows; the counts (shard $9). The serial (FIFO
+# rows' seqs) moves on by one a message, so that the database's position (``mark.py``)
+# counts every message sent, as it did when every row took its seq from it.
+ENQUEUE = f"""
+WITH m AS (
+  SELECT u.*, u.vis > u.sent AS delayed,
+         row_number() OVER (PARTITION BY u.queue, u.vis > u.sent ORDER BY u.o) AS k
+  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::bigint[],
+              $7::bigint[], $8::bytea[]) WITH ORDINALITY
+       AS u (queue, id, ct, body, size, sent, vis, attrs, o)),
+n AS (
+  SELECT queue, count(*) FILTER (WHERE NOT delayed) AS r, count(*) FILTER (WHERE delayed) AS d,
+         sum(size) AS b
+  FROM m GROUP BY queue),
+t AS (
+  INSERT INTO ocd_tails AS t (queue, tail, dtail) SELECT queue, r, d FROM n ORDER BY queue
+  ON CONFLICT (queue) DO UPDATE SET tail = t.tail + excluded.tail, dtail = t.dtail + excluded.dtail
+  RETURNING queue, tail, dtail),
+ins AS (
+  INSERT INTO ocd_messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, attrs)
+  SELECT (m.queue << 40) + m.k - 1
+         + CASE WHEN m.delayed THEN {DELAYED} + t.dtail - n.d ELSE t.tail - n.r END,
+         m.queue, m.id, m.ct, m.body, m.size, m.sent, m.vis, m.attrs
+  FROM m JOIN n USING (queue) JOIN t USING (queue)
+  RETURNING seq, queue, sent_ms, visible_ms),
+h AS (
+  INSERT INTO ocd_held (seq, queue, until_ms, attempts)
+  SELECT seq, queue, visible_ms, 0 FROM ins WHERE visible_ms > sent_ms),
+c AS (
+  INSERT INTO ocd_counts AS c (queue, shard, count, bytes) SELECT queue, $9, r + d, b FROM n
+  ON CONFLICT (queue, shard) DO UPDATE
+  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
+SELECT max(nextval('ocd_messages_seq_seq')) FROM generate_series(1, (SELECT count(*) FROM m))
 """
 
 BACKLOGS_AND_NOTIFY = """
@@ -175,30 +205,36 @@ SELECT (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = $1)
 
 ALL_COUNTS = "SELECT queue, sum(count)::bigint FROM ocd_counts GROUP BY queue"
 
-READY = """
+_BAND_END = f"($1::bigint << 40) + {DELAYED}"
+_CURSOR = "coalesce((SELECT next_seq FROM ocd_cursors WHERE queue = $1), $1::bigint << 40)"
+
+# Ready now, for a standard queue: the ready band from the cursor, held messages that are
+# due, and the messages of lapsed leases; when the one at the cursor was appended, the
+# first due held and lapsed times, and the next time one becomes ready.
+READY = f"""
 SELECT
-  (SELECT count(*) FROM (SELECT 1 FROM ocd_messages
-                         WHERE queue = $1 AND visible_ms <= $2
-                         ORDER BY visible_ms LIMIT $3) AS r),
-  (SELECT min(visible_ms) FROM ocd_messages WHERE queue = $1 AND visible_ms <= $2),
-  (SELECT min(visible_ms) FROM ocd_messages WHERE queue = $1 AND visible_ms > $2)
+  (SELECT count(*) FROM (SELECT 1 FROM ocd_messages WHERE seq >= {_CURSOR}
+                         AND seq < {_BAND_END} AND queue + 0 = $1 LIMIT $3) AS r)
+  + (SELECT count(*) FROM (SELECT 1 FROM ocd_held WHERE queue = $1 AND until_ms <= $2
+                           LIMIT $3) AS h)
+  + (SELECT count(*) FROM (SELECT 1 FROM ocd_leases l CROSS JOIN LATERAL (
+                             SELECT 1 FROM ocd_messages m
+                             WHERE m.seq BETWEEN l.lo AND l.hi AND m.queue + 0 = $1
+                             LIMIT $3) AS m
+                           WHERE l.queue = $1 AND l.deadline_ms <= $2 LIMIT $3) AS x),
+  (SELECT visible_ms FROM ocd_messages WHERE seq >= {_CURSOR} AND seq < {_BAND_END}
+   AND queue + 0 = $1 ORDER BY seq LIMIT 1),
+  (SELECT min(until_ms) FROM ocd_held WHERE queue = $1 AND until_ms <= $2),
+  (SELECT min(deadline_ms) FROM ocd_leases WHERE queue = $1 AND deadline_ms <= $2),
+  (SELECT min(until_ms) FROM ocd_held WHERE queue = $1 AND until_ms > $2),
+  (SELECT min(deadline_ms) FROM ocd_leases WHERE queue = $1 AND deadline_ms > $2)
 """
 
-# The attempt is counted when the batch is claimed; the first claim's time stays. SKIP
-# LOCKED: concurrent claimers, on any node, pass over each other's rows instead of waiting
-# for them.
+# A standard queue's claim, in one round trip (``ocd_claim``: cursor row lock, what is due
+# appended, the run from the cursor under one lease row). Attempts counted with this claim.
 CLAIM = """
-WITH picked AS (
-  SELECT seq FROM ocd_messages
-  WHERE queue = $1 AND visible_ms <= $2
-  ORDER BY visible_ms LIMIT $3
-  FOR UPDATE SKIP LOCKED)
-UPDATE ocd_messages AS m
-SET attempts = m.attempts + 1, visible_ms = $4, lease = $5, lease_kind = $6, owner = $7,
-    first_received_ms = coalesce(m.first_received_ms, $2)
-FROM picked WHERE m.seq = picked.seq
-RETURNING m.seq, m.id, m.content_type, m.body, m.sent_ms, m.attempts, m.attrs,
-          m.first_received_ms
+SELECT seq, id, content_type, body, sent_ms, attempts, attrs, first_received_ms
+FROM ocd_claim($1, $2, $3, $4, $5, $6::smallint, $7)
 """
 
 # A transaction-scoped advisory lock of (class, key): CLAIM_LOCK or FIFO_LOCK, a queue key.
@@ -207,8 +243,11 @@ XACT_LOCK = "SELECT pg_advisory_xact_lock($1, $2::integer)"
 # PUSH batches of a queue in flight now (a consumer's max_concurrency); lapsed leases
 # (visible again) do not count.
 PUSH_LEASES_HELD = """
+SELECT count(*) FROM ocd_leases WHERE queue = $1 AND deadline_ms > $2 AND kind = 1
+"""
+FIFO_PUSH_LEASES_HELD = """
 SELECT count(DISTINCT lease) FROM ocd_messages
-WHERE queue = $1 AND visible_ms > $2 AND lease_kind = 1
+WHERE queue = $1 AND visible_ms > $2 AND lease_kind = 1 AND grp IS NOT NULL
 """
 
 # Deletes by seq, keeping the counts: returns how many and their bytes.
@@ -220,16 +259,91 @@ c AS (
 SELECT count(*) FROM d
 """
 
-# An ack-only settle in one statement and one round trip: deletes, counts, and notifies the
-# queue (a capped consumer on another node may now start a batch).
+# Leases of a standard queue $1 left with no message by a change to the seqs between $2 and
+# $3, dropped. SKIP LOCKED: a lease being ended or dropped by another transaction is that
+# one's (waiting for it could close a cycle with a lapse, which locks the lease, then the
+# messages); one missed lapses at its deadline and finds nothing to append. The messages of
+# a lease are read by a scalar subquery (or a LATERAL one with a LIMIT or OFFSET below):
+# never turned into a join, which before statistics could read the whole table.
+_DROP_EMPTY = """
+DELETE FROM ocd_leases WHERE lease IN (
+  SELECT l.lease FROM ocd_leases l
+  WHERE l.queue = $1 AND l.hi >= {lo} AND l.lo <= {hi}
+    AND (SELECT m.seq FROM ocd_messages m
+         WHERE m.seq BETWEEN l.lo AND l.hi AND m.queue + 0 = $1{but}
+           AND NOT EXISTS (SELECT 1 FROM ocd_held x WHERE x.seq = m.seq) LIMIT 1) IS NULL
+  FOR UPDATE SKIP LOCKED)"""
+_LO = "(SELECT min(s) FROM unnest($2::bigint[]) AS s)"
+_HI = "(SELECT max(s) FROM unnest($2::bigint[]) AS s)"
+
+# An ack-only settle of a standard queue in one statement and one round trip: deletes,
+# counts, held rows, the leases the acks emptied (the statement's snapshot still sees the
+# rows it deletes: they are excluded by name), and notifies the queue (a capped consumer on
+# another node may now start a batch).
 ACK_AND_NOTIFY = f"""
 WITH d AS (
-  DELETE FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1 RETURNING size),
+  DELETE FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1 RETURNING seq, size),
 c AS (
-  {count_change("d", "$1", "$3", "-")})
+  {count_change("d", "$1", "$3", "-")}),
+h AS (
+  DELETE FROM ocd_held WHERE seq IN (SELECT seq FROM d)),
+l AS ({_DROP_EMPTY.format(lo=_LO, hi=_HI, but=" AND m.seq <> ALL($2::bigint[])")})
 SELECT (SELECT count(*) FROM d), pg_notify('ocd_q_' || $1, '')
 """
 
+# After messages of a standard queue were deleted or moved away (an earlier statement of the
+# transaction): their held rows and the leases they emptied go.
+REMOVED = f"""
+WITH h AS (DELETE FROM ocd_held WHERE seq = ANY($2::bigint[]) AND queue = $1)
+{_DROP_EMPTY.format(lo=_LO, hi=_HI, but="")}
+"""
+
+# After messages were held apart (retried): the leases left with none, dropped.
+DROP_EMPTY_LEASES = _DROP_EMPTY.format(lo="$2", hi="$3", but="")
+
+# Claimed messages of a standard queue held apart until their time (a retry, a longer
+# visibility): each keeps its seq, so the lease id that named it still does; its attempt
+# stays counted. Only messages the cursor has passed (claimed ones) are held this way.
+HOLD = """
+INSERT INTO ocd_held (seq, queue, until_ms, attempts, first_received_ms)
+SELECT m.seq, $1, r.until_ms, m.attempts + 1,
+       coalesce(m.first_received_ms,
+                (SELECT l.claimed_ms FROM ocd_leases l WHERE l.queue = $1 AND l.hi >= m.seq
+                 ORDER BY l.hi LIMIT 1), $3)
+FROM (SELECT u.seq, max(u.until_ms) AS until_ms FROM unnest($2::bigint[], $4::bigint[])
+      AS u (seq, until_ms) GROUP BY u.seq) AS r
+JOIN ocd_messages m ON m.seq = r.seq AND m.queue + 0 = $1
+WHERE m.seq < (SELECT next_seq FROM ocd_cursors WHERE queue = $1)
+ON CONFLICT (seq) DO UPDATE SET until_ms = excluded.until_ms
+"""
+
+# Messages of $1 appended anew into $6 (``ocd_reappend``): a dead-letter or a move into a
+# standard queue, attempts and first receive starting again.
+REAPPEND = "SELECT ocd_reappend($1, $2::bigint[], $3, $4, $5, $6, $7::smallint)"
+
+# Handed back: re-appended with the attempt given back (``ocd_release``).
+RELEASE_LOG = "SELECT ocd_release($1, $2::bigint[], $3, $4::smallint)"
+
+# Leases of one queue ended now (a node's own at shutdown, a silent node's, doubtful
+# claims'): their messages appended anew, $3 attempts counted.
+END_LEASES = """
+SELECT coalesce(sum(ocd_end_lease($1, l, $2, $3, false)), 0)::bigint FROM unnest($4::bigint[]) AS l
+"""
+# Log leases by queue: of owners no longer registered, of this node, of some claims of it.
+ORPHAN_LEASES = """
+SELECT queue, array_agg(lease) FROM ocd_leases
+WHERE owner IS NOT NULL AND owner NOT IN (SELECT node_id FROM ocd_nodes)
+GROUP BY queue ORDER BY queue
+"""
+OWN_LEASES = """
+SELECT queue, array_agg(lease) FROM ocd_leases WHERE owner = $1 GROUP BY queue ORDER BY queue
+"""
+DOUBTFUL_LEASES = """
+SELECT queue, array_agg(lease) FROM ocd_leases WHERE owner = $1 AND lease = ANY($2::bigint[])
+GROUP BY queue ORDER BY queue
+"""
+
+# FIFO queues' retries (standard queues hold: ``HOLD``).
 RETRY = """
 UPDATE ocd_messages AS m
 SET visible_ms = r.visible_ms, lease = NULL, lease_kind = NULL, owner = NULL
@@ -237,23 +351,7 @@ FROM unnest($2::bigint[], $3::bigint[]) AS r (seq, visible_ms)
 WHERE m.seq = r.seq AND m.queue + 0 = $1
 """
 
-# Same id and timestamp in the dead-letter queue ($2); attempts (and the first receive)
-# start again.
-MOVE_SEQS = f"""
-WITH mv AS (
-  UPDATE ocd_messages
-  SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL, owner = NULL,
-      grp = NULL, fseq = NULL, first_received_ms = NULL
-  WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1
-  RETURNING size),
-a AS (
-  {count_change("mv", "$1", "$5", "-")}),
-b AS (
-  {count_change("mv", "$2", "$5", "")})
-SELECT count(*) FROM mv
-"""
-
-# Handing back unfinished work does not spend an attempt.
+# FIFO queues: handing back unfinished work does not spend an attempt.
 RELEASE_SEQS = """
 UPDATE ocd_messages
 SET attempts = greatest(attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
@@ -274,7 +372,45 @@ c AS (
 SELECT count(*) FROM d
 """
 
+# A standard queue's: held rows go with their messages; the seqs deleted, for the leases.
+EXPIRE_LOG = f"""
+WITH d AS (
+  DELETE FROM ocd_messages WHERE seq IN (
+    SELECT seq FROM ocd_messages WHERE queue = $1 AND sent_ms < $2 LIMIT $3
+    FOR UPDATE SKIP LOCKED)
+  RETURNING seq, size),
+c AS (
+  {count_change("d", "$1", "$4", "-")}),
+h AS (
+  DELETE FROM ocd_held WHERE seq IN (SELECT seq FROM d))
+SELECT count(*), min(seq), max(seq) FROM d
+"""
+
 LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM ocd_messages WHERE queue = $1"
+
+# A standard queue's purge: every message of the queue but those its two bands gave since
+# the purge began ($2 and $3: the first seq each band would give then).
+PURGE_BOUNDS = "SELECT tail, dtail FROM ocd_tails WHERE queue = $1"
+PURGE_LOG_CHUNK = f"""
+WITH d AS (
+  DELETE FROM ocd_messages WHERE seq IN (
+    SELECT seq FROM ocd_messages
+    WHERE queue = $1 AND NOT (seq >= $2 AND seq < ($1::bigint << 40) + {DELAYED})
+      AND NOT (seq >= $3 AND seq < ($1::bigint + 1) << 40)
+    LIMIT $4)
+  RETURNING seq, size),
+c AS (
+  {count_change("d", "$1", "$5", "-")}),
+h AS (
+  DELETE FROM ocd_held WHERE seq IN (SELECT seq FROM d))
+SELECT count(*) FROM d
+"""
+# then the leases wholly below the bound, and held rows whose message went
+PURGE_LEASES = """
+WITH h AS (DELETE FROM ocd_held h WHERE h.queue = $1
+           AND NOT EXISTS (SELECT 1 FROM ocd_messages m WHERE m.seq = h.seq))
+DELETE FROM ocd_leases WHERE queue = $1 AND hi < $2
+"""
 
 PURGE_CHUNK = f"""
 WITH d AS (
@@ -288,13 +424,44 @@ SELECT count(*) FROM d
 
 PEEK = """
 SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs FROM ocd_messages
-WHERE queue = $1 AND visible_ms <= $2 ORDER BY visible_ms LIMIT $3
+WHERE queue = $1 AND visible_ms <= $2 AND grp IS NOT NULL ORDER BY visible_ms LIMIT $3
+"""
+
+# Ready now without leasing, of a standard queue: the ready band from the cursor, the
+# messages of lapsed leases and the held ones that are due, as readers see them.
+_PEEKED = (
+    "s.seq, s.id, s.content_type, s.body, s.sent_ms, s.attempts, s.grp, s.fseq, s.dedup, s.attrs"
+)
+PEEK_LOG = f"""
+SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs FROM (
+  (SELECT {_PEEKED}, s.visible_ms FROM ocd_message_states s
+   WHERE s.seq >= {_CURSOR} AND s.seq < {_BAND_END} AND s.queue + 0 = $1
+   ORDER BY s.seq LIMIT $3)
+  UNION ALL
+  (SELECT {_PEEKED}, s.visible_ms FROM ocd_leases l CROSS JOIN LATERAL (
+     SELECT * FROM ocd_message_states s
+     WHERE s.seq BETWEEN l.lo AND l.hi AND s.queue + 0 = $1 AND s.visible_ms <= $2 LIMIT $3) AS s
+   WHERE l.queue = $1 AND l.deadline_ms <= $2 LIMIT $3)
+  UNION ALL
+  (SELECT {_PEEKED}, s.visible_ms FROM ocd_held h JOIN ocd_message_states s ON s.seq = h.seq
+   WHERE h.queue = $1 AND h.until_ms <= $2 LIMIT $3)
+) AS p ORDER BY visible_ms, seq LIMIT $3
 """
 
 # Per queue: messages not ready now (delayed, retrying later, or leased), and of those the
 # leased ones. Walks only the not-ready part of the index.
 NOT_READY = """
-SELECT count(*), count(lease_kind) FROM ocd_messages WHERE queue = $1 AND visible_ms > $2
+SELECT count(*), count(lease_kind) FROM ocd_messages
+WHERE queue = $1 AND visible_ms > $2 AND grp IS NOT NULL
+"""
+
+# A standard queue's: held until later, and under a live lease.
+NOT_READY_LOG = """
+SELECT (SELECT count(*) FROM ocd_held WHERE queue = $1 AND until_ms > $2),
+       (SELECT count(*) FROM ocd_leases l CROSS JOIN LATERAL (
+          SELECT 1 FROM ocd_messages m WHERE m.seq BETWEEN l.lo AND l.hi AND m.queue + 0 = $1
+            AND NOT EXISTS (SELECT 1 FROM ocd_held h WHERE h.seq = m.seq) OFFSET 0) AS m
+        WHERE l.queue = $1 AND l.deadline_ms > $2)
 """
 
 
@@ -303,7 +470,7 @@ SELECT count(*), count(lease_kind) FROM ocd_messages WHERE queue = $1 AND visibl
 HOLDS_DATA = "SELECT (SELECT count(*) FROM ocd_queues) + (SELECT count(*) FROM ocd_messages)"
 WIPE = """
 TRUNCATE ocd_messages, ocd_counts, ocd_consumers, ocd_groups, ocd_dedup, ocd_cron_ticks,
-         ocd_move_tasks, ocd_queues, ocd_meta
+         ocd_move_tasks, ocd_queues, ocd_meta, ocd_tails, ocd_cursors, ocd_leases, ocd_held
 RESTART IDENTITY
 """
 COPY_QUEUE = """
@@ -336,11 +503,36 @@ COPY_COLUMNS = (
     "first_received_ms",
 )
 DEDUP_COLUMNS = ("queue", "scope", "dedup", "expires_ms", "message_id", "fseq")
-# new messages continue after the copied ones' seqs
-SEQ_AFTER_COPY = """
-SELECT setval(pg_get_serial_sequence('ocd_messages', 'seq'),
-              greatest((SELECT max(seq) FROM ocd_messages), 1))
+# A copy keeps the seqs of the messages that wait (a pull lease id names its message's seq)
+# and of FIFO ones; the standard ones ready now come in negated, and go into their queues'
+# bands after what the kept ones take of them (``ocd_relog(0)``): no seq is given twice.
+SERIAL_AFTER_COPY = """
+SELECT setval('ocd_messages_seq_seq',
+              greatest((SELECT max(seq) FROM ocd_messages
+                        WHERE seq > 0 AND seq < 1::bigint << 40), 1))
 """
+QUEUE_KEYS_AFTER_COPY = """
+SELECT setval(pg_get_serial_sequence('ocd_queues', 'key'),
+              greatest((SELECT max(key) FROM ocd_queues),
+                       (SELECT max(seq >> 40) FROM ocd_messages WHERE seq > 0), 1))
+"""
+# the bands the kept seqs lie in give no seq at or below them
+TAILS_AFTER_COPY = f"""
+INSERT INTO ocd_tails AS t (queue, tail, dtail)
+SELECT seq >> 40,
+       coalesce(max((seq & {SPAN - 1}) + 1) FILTER (WHERE seq & {DELAYED} = 0), 0),
+       coalesce(max((seq & {DELAYED - 1}) + 1) FILTER (WHERE seq & {DELAYED} <> 0), 0)
+FROM ocd_messages WHERE seq >= 1::bigint << 40 AND (seq >> 40) IN (SELECT key FROM ocd_queues)
+GROUP BY seq >> 40
+ON CONFLICT (queue) DO UPDATE
+SET tail = greatest(t.tail, excluded.tail), dtail = greatest(t.dtail, excluded.dtail)
+"""
+HOLD_COPIED = """
+INSERT INTO ocd_held (seq, queue, until_ms, attempts, first_received_ms)
+SELECT seq, queue, visible_ms, attempts, first_received_ms FROM ocd_messages
+WHERE grp IS NULL AND seq > 0
+"""
+RELOG = "SELECT ocd_relog(0)"
 COPY_COUNTS = "INSERT INTO ocd_counts (queue, shard, count, bytes) VALUES ($1, 0, $2, $3)"
 
 
@@ -377,24 +569,27 @@ def browse(newest_first: bool, state: str) -> str:
     range, $8 least attempts, $9 limit."""
     op, order = ("<", "DESC") if newest_first else (">", "ASC")
     return (
-        f"SELECT {_BROWSED} FROM ocd_messages "
+        f"SELECT {_BROWSED} FROM ocd_message_states "
         f"WHERE queue = $1 AND (sent_ms, seq) {op} ($4::bigint, $5::bigint) "
         f"AND sent_ms BETWEEN $6 AND $7 AND attempts >= $8{_STATES[state]} "
         f"ORDER BY sent_ms {order}, seq {order} LIMIT $9"
     )
 
 
-MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM ocd_messages WHERE seq = $4 AND queue + 0 = $1"
+MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM ocd_message_states WHERE seq = $4 AND queue + 0 = $1"
 
 # Which of the seqs $2 the queue $1 holds.
 PRESENT_SEQS = "SELECT seq FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1"
 
-# The newest $4 messages of a queue, then the matches among them.
+# The newest $4 messages of a queue, then the matches among them, as readers see them.
 SEARCH = f"""
-SELECT {_BROWSED} FROM (
-  SELECT * FROM ocd_messages WHERE queue = $1 ORDER BY sent_ms DESC, seq DESC LIMIT $4) w
-WHERE ($5::bytea IS NULL OR position($5::bytea in body) > 0) AND ($6::text IS NULL OR id = $6)
-ORDER BY sent_ms DESC, seq DESC LIMIT $7
+SELECT {_BROWSED} FROM ocd_message_states WHERE queue + 0 = $1 AND seq IN (
+  SELECT seq FROM (
+    SELECT seq, sent_ms, body, id FROM ocd_messages WHERE queue = $1
+    ORDER BY sent_ms DESC, seq DESC LIMIT $4) w
+  WHERE ($5::bytea IS NULL OR position($5::bytea in body) > 0) AND ($6::text IS NULL OR id = $6)
+  ORDER BY sent_ms DESC, seq DESC LIMIT $7)
+ORDER BY sent_ms DESC, seq DESC
 """
 
 SEARCH_WINDOW = "SELECT count(*) FROM (SELECT 1 FROM ocd_messages WHERE queue = $1 LIMIT $2) w"

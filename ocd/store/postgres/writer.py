@@ -154,13 +154,15 @@ class GroupWriter:
                     cols[6].append(m.visible_ms)
                     cols[7].append(m.attrs)
             async with conn.transaction():
-                if cols[0]:
-                    await conn.execute(sql.ENQUEUE, *cols, random.randrange(SHARDS))
                 # FIFO sends share the group's commit, one queue at a time under its lock
-                # (in key order, as every FIFO transaction takes them).
+                # (in key order, as every FIFO transaction takes them), before the standard
+                # queues' tails: a FIFO settle that dead-letters into a standard queue takes
+                # its lock, then that tail, in this order too.
                 for key in sorted(fifo_sends):
                     await fifo.lock(conn, key)
                     await self._fifo(conn, fifo_sends[key])
+                if cols[0]:
+                    await conn.execute(sql.ENQUEUE, *cols, random.randrange(SHARDS))
                 rows = await conn.fetch(sql.BACKLOGS_AND_NOTIFY, keys)
         except OcdError:
             raise

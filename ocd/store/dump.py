@@ -15,7 +15,7 @@ class StoredMessage(NamedTuple):
     A lease is not carried over: a message leased when the data was exported keeps its
     ``visible_ms`` (the lease deadline) and so comes back when that lease would have lapsed."""
 
-    seq: int  # kept, so that pull lease ids and peek refs issued before stay valid
+    seq: int  # kept where it names a waiting or leased message: pull lease ids stay valid
     queue_id: str
     id: str
     content_type: str

@@ -173,12 +173,14 @@ $fn$;
 -- A claim: under the queue's cursor row, append what is due (held messages, lapsed leases),
 -- then take the run of the ready band from the cursor under one new lease. Each statement
 -- of a function takes a new snapshot, so the run is read after the cursor lock was granted.
--- Attempts come back counted with this claim, first receives set.
+-- Attempts come back counted with this claim, first receives set. Its statements read by
+-- primary key or a queue's small lease and held ranges, so they keep a generic plan instead
+-- of the pool sessions' planning of every execution (about 6% of the server's CPU a message).
 CREATE FUNCTION ocd_claim(q bigint, now_ms bigint, n integer, until_ms bigint,
                           lease_id bigint, lkind smallint, node text)
 RETURNS TABLE (seq bigint, id text, content_type text, body bytea, sent_ms bigint,
                attempts integer, attrs bytea, first_received_ms bigint)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = auto AS $fn$
 #variable_conflict use_column
 DECLARE
   start_seq bigint;

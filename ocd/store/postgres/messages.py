@@ -339,43 +339,30 @@ class PostgresMessages(PostgresCore):
     async def _purge_fifo(self, queue: QueueRecord) -> int:
         async with self._db("write", queue) as c:
             last = await c.fetchval(sql.LAST_SEQ, queue.key)
-        total: int = 0
-        while True:
-            async with self._db("write", queue) as c, c.transaction():
-                await self._durable(c)
-                n = await c.fetchval(
-                    sql.PURGE_CHUNK, queue.key, last, CHUNK, random.randrange(SHARDS)
-                )
-            total += n
-            if n < CHUNK:
-                break
-        return total
+        return await self._purge_chunks(queue, sql.PURGE_CHUNK, last)
 
     async def _purge_log(self, queue: QueueRecord) -> int:
-        """Everything the queue's bands had given when the purge began."""
+        """Every message of the queue but those its bands gave after the purge began."""
         async with self._db("write", queue) as c:
             bounds = await c.fetchrow(sql.PURGE_BOUNDS, queue.key)
         tail, dtail = bounds if bounds is not None else (0, 0)
         ready_end = queue.key * sql.SPAN + tail
         delayed_end = queue.key * sql.SPAN + sql.DELAYED + dtail
+        total = await self._purge_chunks(queue, sql.PURGE_LOG_CHUNK, ready_end, delayed_end)
+        async with self._db("write", queue) as c:
+            await c.execute(sql.PURGE_LEASES, queue.key, ready_end)
+        return total
+
+    async def _purge_chunks(self, queue: QueueRecord, statement: str, *bounds: int) -> int:
+        """Run a purge statement (queue, bounds, chunk, shard) until a chunk falls short."""
         total: int = 0
         while True:
             async with self._db("write", queue) as c, c.transaction():
                 await self._durable(c)
-                n = await c.fetchval(
-                    sql.PURGE_LOG_CHUNK,
-                    queue.key,
-                    ready_end,
-                    delayed_end,
-                    CHUNK,
-                    random.randrange(SHARDS),
-                )
+                n = await c.fetchval(statement, queue.key, *bounds, CHUNK, random.randrange(SHARDS))
             total += n
             if n < CHUNK:
-                break
-        async with self._db("write", queue) as c:
-            await c.execute(sql.PURGE_LEASES, queue.key, ready_end)
-        return total
+                return total
 
     async def peek(self, queue: QueueRecord, now_ms: int, limit: int) -> list[Delivery]:
         async with self._db("read") as c:

@@ -361,18 +361,8 @@ RETURNING grp
 """
 
 # Retention and purge delete in bounded chunks, so no statement holds a queue for long.
-EXPIRE = f"""
-WITH d AS (
-  DELETE FROM ocd_messages WHERE seq IN (
-    SELECT seq FROM ocd_messages WHERE queue = $1 AND sent_ms < $2 LIMIT $3
-    FOR UPDATE SKIP LOCKED)
-  RETURNING size),
-c AS (
-  {count_change("d", "$1", "$4", "-")})
-SELECT count(*) FROM d
-"""
-
-# A standard queue's: held rows go with their messages; the seqs deleted, for the leases.
+# Retention of a standard queue: held rows go with their messages; the seqs deleted, for the
+# leases.
 EXPIRE_LOG = f"""
 WITH d AS (
   DELETE FROM ocd_messages WHERE seq IN (

@@ -232,11 +232,6 @@ async def _serve(
     from ocd.daemon import Daemon, StartupError
 
     daemon = Daemon(config, workers, accept_data_loss=accept_data_loss)
-    try:
-        await daemon.start()
-    except StartupError as e:
-        log.error("cannot start: %s", e, extra={"event": "startup_failed"})
-        return EXIT_STARTUP
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = 0
@@ -251,6 +246,17 @@ async def _serve(
             log.warning("second SIGINT: forcing shutdown", extra={"event": "forced"})
             daemon.force()
 
+    # Before the start: a stop asked for while it runs (or just after its "started" line,
+    # before this coroutine runs again) shuts down cleanly once it is done, instead of
+    # meeting the default action of the signal.
+    loop.add_signal_handler(signal.SIGTERM, on_signal, "SIGTERM")
+    loop.add_signal_handler(signal.SIGINT, on_signal, "SIGINT")
+    try:
+        await daemon.start()
+    except StartupError as e:
+        log.error("cannot start: %s", e, extra={"event": "startup_failed"})
+        return EXIT_STARTUP
+
     reloads: set[asyncio.Task[bool]] = set()
 
     def on_hup() -> None:
@@ -259,8 +265,6 @@ async def _serve(
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
-    loop.add_signal_handler(signal.SIGTERM, on_signal, "SIGTERM")
-    loop.add_signal_handler(signal.SIGINT, on_signal, "SIGINT")
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     loop.add_signal_handler(signal.SIGUSR1, _log_tasks)
     watcher = None

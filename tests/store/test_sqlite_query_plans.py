@@ -40,9 +40,6 @@ HOT = {
     "LEASE_SURVIVORS": (sql.LEASE_SURVIVORS, {"lo": Q1, "hi": Q1 + 99, "q": 1}),
     "DROP_EMPTY_LEASES": (sql.DROP_EMPTY_LEASES, {"q": 1, "min": Q1, "max": Q1 + 99}),
     "PEEK_LOG": (sql.PEEK_LOG, {"q": 1, "end": Q1 + (1 << 39), "now": 5, "n": 10}),
-    "RETRY": (sql.RETRY, (5, 1, 1)),
-    "RELEASE_SEQS": (sql.RELEASE_SEQS.format(marks="?,?"), (5, 1, 1, 1, 2)),
-    "PEEK": (sql.PEEK, (1, 5, 10)),
 }
 
 
@@ -61,6 +58,9 @@ def con(tmp_path_factory):
         sql.insert_log(1),
         ((Q1 + i, 1, f"{i:032x}", "json", b"1", 1, 1, i, None) for i in range(20_000)),
     )
+    # and a deep FIFO queue: 20,000 messages in two groups
+    c.executemany(sql.insert_order(1), ((1, "ab"[i % 2], i + 1, Q1 + i, i) for i in range(20_000)))
+    c.executemany(sql.add_groups(1), ((1, g, 0) for g in "ab"))
     c.commit()
     yield c
     c.close()
@@ -83,8 +83,8 @@ def test_oldest_is_a_min_over_the_sent_index(con):
     assert "messages_sent" in detail and query.strip().lower().startswith("select min(sent_ms)")
 
 
-# FIFO statements: a group's messages by (queue, grp, fseq), groups by their ready index;
-# never the queue's visible range, which a deep group waiting behind its head fills.
+# FIFO statements: a group's messages by fifo_order's key (queue, grp, fseq), groups by their
+# ready index, message rows by seq; never a walk of a queue's rows or order rows.
 FIFO = {
     "READY_FIFO": (sql.READY_FIFO, {"q": 1, "now": 5, "n": 10}),
     "READY_GROUPS": (sql.READY_GROUPS, (1, 5, 10)),
@@ -93,6 +93,18 @@ FIFO = {
     "refresh_groups (put)": (sql.refresh_groups(2)[1], (1, "a", "b")),
     "set_groups": (sql.set_groups(2), (1, 9, "a", "b")),
     "GROUP_AFTER": (sql.GROUP_AFTER, (1, "g", 3, 10)),
+    "RETRY": (sql.RETRY, (5, 1, 1)),
+    "RELEASE_ORDER": (sql.RELEASE_ORDER, (5, 1, 1, "g", 2)),
+    "DELETE_ORDER": (sql.DELETE_ORDER, (1, "g", 2)),
+    "CLAIM_RUN": (
+        sql.CLAIM_RUN,
+        {"until": 9, "lease": 1, "kind": 1, "now": 5, "q": 1, "g": "g", "lo": 1, "hi": 9},
+    ),
+    "CLAIMED_ROWS": (sql.CLAIMED_ROWS, (SEQS,)),
+    "FIFO_INFO": (sql.FIFO_INFO.format(marks="?,?"), (1, Q1, Q1 + 1)),
+    "PEEK": (sql.PEEK, {"q": 1, "now": 5, "n": 10}),
+    "NOT_READY": (sql.NOT_READY, {"q": 1, "now": 5}),
+    "PUSH_LEASES_HELD": (sql.PUSH_LEASES_HELD, (1, 5)),
     "DEDUP_FIND": (sql.dedup_find(2), ("", "a", "", "b", 1, 5)),
 }
 
@@ -102,8 +114,14 @@ def test_fifo_statement_reads_groups_by_their_own_indexes(con, name):
     query, params = FIFO[name]
     details = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + query, params)]
     for d in details:
-        assert not d.startswith("SCAN messages") and not d.startswith("SCAN m "), (name, details)
+        assert not d.startswith(("SCAN messages", "SCAN m ", "SCAN fifo_order", "SCAN o ")), (
+            name,
+            details,
+        )
         if d.startswith(("SEARCH messages", "SEARCH m ")):
-            assert "messages_group" in d, (name, details)
+            assert "PRIMARY KEY" in d, (name, details)
+        if d.startswith(("SEARCH fifo_order", "SEARCH o ")):
+            # the queue alone is the whole queue: its group, at least, is named
+            assert "grp=?" in d, (name, details)
         if d.startswith(("SEARCH fifo_groups", "SEARCH fifo_dedup", "SEARCH d ")):
             assert "INDEX" in d or "PRIMARY KEY" in d, (name, details)

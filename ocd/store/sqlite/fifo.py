@@ -1,6 +1,11 @@
 """FIFO queues on SQLite: sends with deduplication and sequence numbers, group-ordered
 claims, and the bookkeeping that keeps ``fifo_groups`` true.
 
+A FIFO message's row in ``messages`` is written once, at its send, in its queue's band of
+seqs (send order); what changes about it (visibility, attempts, first receive, lease) is
+its row in ``fifo_order``, narrow and kept in group order, so that a claim, an ack or a
+retry of a group's run touches the few pages that hold that group's rows.
+
 Each function runs inside one writer transaction (``Tx``). ``fifo_groups`` holds one row
 per group with messages, ``ready_ms`` being when its head (lowest ``fseq``) is visible; every
 operation that deletes, moves, leases or hands back FIFO messages refreshes the rows of the
@@ -10,6 +15,7 @@ already sees them. The rules are the contract's (``ocd.store.base``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Sequence
 from itertools import chain
 from typing import Any
@@ -49,6 +55,7 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
             seen[(scope, dedup)] = FifoSent(mid, fseq, False)
     out: list[FifoSent] = []
     rows: list[tuple[Any, ...]] = []
+    order: list[tuple[Any, ...]] = []
     ids: list[tuple[Any, ...]] = []
     heads: dict[str, int] = {}
     size = 0
@@ -62,9 +69,12 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         seen[key] = sent = FifoSent(m.id, last, False)
         out.append(sent)
         ids.append((queue.key, *key, m.sent_ms + DEDUP_WINDOW_MS, m.id, last))
+        seq = layout.seq_of(queue.key, last)
+        if m.group is not None:
+            order.append((queue.key, m.group, last, seq, m.visible_ms))
         rows.append(
             (
-                layout.seq_of(queue.key, last),
+                seq,
                 queue.key,
                 m.id,
                 m.content_type,
@@ -89,6 +99,9 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         conn.execute(sql.insert_fifo(len(part)), list(chain.from_iterable(part)))
         put = ids[i : i + SEND_ROWS]
         conn.execute(sql.dedup_put(len(put)), list(chain.from_iterable(put)))
+    for i in range(0, len(order), SEND_ROWS):
+        part = order[i : i + SEND_ROWS]
+        conn.execute(sql.insert_order(len(part)), list(chain.from_iterable(part)))
     conn.execute(sql.FIFO_SET_SEQ, (last, queue.key))
     added = [(queue.key, g, v) for g, v in heads.items()]
     for i in range(0, len(added), SEND_ROWS):
@@ -130,6 +143,7 @@ def claim(
     conn = tx.conn
     groups = [g for (g,) in fetch_all(conn, sql.READY_GROUPS, (queue.key, now_ms, limit))]
     picked: list[int] = []
+    runs_taken: list[tuple[str, int, int]] = []
     taken: list[str] = []
     stale: list[str] = []
     pos = 0
@@ -140,32 +154,40 @@ def claim(
         ask = groups[pos : pos + max(1, -(-left // max(1, int(per_group))))]
         pos += len(ask)
         params: list[Any] = [queue.key, left, *ask]
-        runs: list[list[int]] = [[] for _ in ask]
+        runs: list[list[tuple[int, int]]] = [[] for _ in ask]
         stopped: set[int] = set()
-        for i, seq, visible_ms, _fseq in fetch_all(conn, sql.group_runs(len(ask)), params):
+        for i, seq, visible_ms, fseq in fetch_all(conn, sql.group_runs(len(ask)), params):
             if i in stopped:
                 continue
             if visible_ms > now_ms:
                 stopped.add(i)
             else:
-                runs[i].append(seq)
+                runs[i].append((seq, fseq))
         for g, run in zip(ask, runs, strict=True):
             if not run:
                 stale.append(g)  # its row was behind the truth: put it right
             elif len(picked) < limit:
-                picked += run[: limit - len(picked)]
+                run = run[: limit - len(picked)]
+                picked += [seq for seq, _ in run]
+                runs_taken.append((g, run[0][1], run[-1][1]))
                 taken.append(g)
     if stale:
         refresh(tx, queue.key, stale)
     if not picked:
         return []
+    ask_run = {"until": until_ms, "lease": lease, "kind": kind, "now": now_ms, "q": queue.key}
+    leased: dict[int, tuple[int, int | None]] = {}
+    for g, lo, hi in runs_taken:
+        for seq, attempts, first in fetch_all(
+            conn, sql.CLAIM_RUN, {**ask_run, "g": g, "lo": lo, "hi": hi}
+        ):
+            leased[seq] = (attempts, first)
     rows: list[tuple[Any, ...]] = []
-    for chunk in chunks(picked):
-        rows += fetch_all(
-            conn,
-            sql.CLAIM_SEQS.format(marks=marks(len(chunk))),
-            (until_ms, lease, kind, now_ms, queue.key, *chunk),
-        )
+    for seq, mid, ct, body, sent, grp, fseq, dedup, attrs in fetch_all(
+        conn, sql.CLAIMED_ROWS, (json.dumps(picked),)
+    ):
+        attempts, first = leased[seq]
+        rows.append((seq, mid, ct, body, sent, attempts, grp, fseq, dedup, attrs, first))
     for i in range(0, len(taken), IN_CHUNK):
         part = taken[i : i + IN_CHUNK]
         conn.execute(sql.set_groups(len(part)), (queue.key, until_ms, *part))
@@ -185,13 +207,7 @@ def hold_back(
     failing = rules.failing_seqs(retries, dead)
     if not failing:
         return rules.unchanged(retries, dead)
-    info: list[rules.Failing] = []
-    for chunk in chunks(failing):
-        info += map(
-            rules.Failing._make,
-            fetch_all(tx.conn, sql.FIFO_INFO.format(marks=marks(len(chunk))), (queue.key, *chunk)),
-        )
-    heads = rules.group_heads(info)
+    heads = rules.group_heads(keys(tx, queue, failing))
     behind: list[int] = []
     for g, head in heads.first.items():
         if head.lease is None:
@@ -207,11 +223,32 @@ def hold_back(
     return rules.hold_back(retries, dead, heads, behind, acks)
 
 
-def release_any(tx: Tx, queue: QueueRecord, seqs: Sequence[int], now_ms: int) -> None:
+def keys(tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> list[rules.Failing]:
+    """The messages of ``queue`` among ``seqs``: group, place and lease, from their rows."""
+    out: list[rules.Failing] = []
     for chunk in chunks(seqs):
-        tx.conn.execute(
-            sql.RELEASE_ANY.format(marks=marks(len(chunk))), (now_ms, queue.key, *chunk)
+        out += map(
+            rules.Failing._make,
+            fetch_all(tx.conn, sql.FIFO_INFO.format(marks=marks(len(chunk))), (queue.key, *chunk)),
         )
+    return out
+
+
+def release_any(
+    tx: Tx, queue: QueueRecord, seqs: Sequence[int], now_ms: int, kind: int | None = None
+) -> tuple[int, set[str]]:
+    """Leased messages among ``seqs`` (of lease kind ``kind``, or any) made ready now, the
+    attempt given back: how many, and their groups, for the caller to refresh."""
+    n = 0
+    groups: set[str] = set()
+    for f in keys(tx, queue, seqs):
+        if f.group is None or f.lease is None:
+            continue
+        cur = tx.conn.execute(sql.RELEASE_ORDER, (now_ms, kind, queue.key, f.group, f.fseq))
+        if cur.rowcount > 0:
+            n += cur.rowcount
+            groups.add(f.group)
+    return n, groups
 
 
 def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_ms: int) -> int:
@@ -230,11 +267,15 @@ def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_
     size = 0
     oldest: int | None = None
     groups: set[str] = set()
-    for seq, _g, _f, _l in info:
+    for seq, g, f, _l in info:
         last += 1
-        got = fetch_one(conn, sql.MOVE_FIFO, (dlq.key, now_ms, last, queue.key, seq))
+        if g is not None:
+            conn.execute(sql.DELETE_ORDER, (queue.key, g, f))
+        got = fetch_one(conn, sql.MOVE_FIFO, (dlq.key, last, queue.key, seq))
         if got is None:
             continue
+        if got[2] is not None:
+            conn.execute(sql.insert_order(1), (dlq.key, got[2], last, seq, now_ms))
         moved += 1
         size += got[0]
         oldest = got[1] if oldest is None else min(oldest, got[1])
@@ -249,7 +290,19 @@ def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_
     return moved
 
 
+def forget(tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> set[str]:
+    """Messages leaving a FIFO queue for a standard one lose their order rows; their
+    groups, for the caller to refresh."""
+    groups: set[str] = set()
+    for f in keys(tx, queue, seqs):
+        if f.group is not None:
+            tx.conn.execute(sql.DELETE_ORDER, (queue.key, f.group, f.fseq))
+            groups.add(f.group)
+    return groups
+
+
 def purge(tx: Tx, key: int) -> None:
+    tx.conn.execute(sql.ORDER_CLEAR, (key,))
     tx.conn.execute(sql.GROUPS_CLEAR, (key,))
     tx.conn.execute(sql.DEDUP_CLEAR, (key,))
 

@@ -21,10 +21,8 @@ from ocd.store.sqlite.layout import Enqueue
 from ocd.store.sqlite.ops import (
     Call,
     Tx,
-    chunks,
     fetch_all,
     fetch_one,
-    marks,
     read_all,
     read_one,
 )
@@ -225,17 +223,7 @@ class SqliteMessages(SqliteCore):
         def release(tx: Tx) -> int:
             if not queue.fifo:
                 return self._release_log(tx, queue, seqs, now_ms, kind)
-            n = 0
-            groups: set[str] = set()
-            for chunk in chunks(seqs):
-                rows = fetch_all(
-                    tx.conn,
-                    sql.RELEASE_SEQS.format(marks=marks(len(chunk))),
-                    (now_ms, int(kind), queue.key, *chunk),
-                )
-                n += len(rows)
-                if queue.fifo:
-                    groups.update(r[0] for r in rows)
+            n, groups = fifo.release_any(tx, queue, seqs, now_ms, int(kind))
             if groups:
                 fifo.refresh(tx, queue.key, groups)
             tx.notify.add(queue.key)
@@ -266,6 +254,12 @@ class SqliteMessages(SqliteCore):
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
 
             def expire(tx: Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
+                if q.fifo:
+                    seqs = [
+                        s for (s,) in fetch_all(tx.conn, sql.EXPIRED_SEQS, (q.key, cutoff, batch))
+                    ]
+                    removal.delete(tx, q, seqs)
+                    return len(seqs)
                 rows = fetch_all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
                 if rows:
                     tx.removed(q.key, len(rows), sum(r[0] for r in rows))
@@ -308,7 +302,9 @@ class SqliteMessages(SqliteCore):
         assert self._r is not None
         try:
             if queue.fifo:
-                rows = await read_all(self._r, sql.PEEK, (queue.key, now_ms, limit))
+                rows = await read_all(
+                    self._r, sql.PEEK, {"q": queue.key, "now": now_ms, "n": limit}
+                )
             else:
                 end = layout.band(queue.key)[1]
                 rows = [
@@ -339,7 +335,10 @@ class SqliteMessages(SqliteCore):
         try:
             for q in self.catalogue.queues():
                 if q.fifo:
-                    not_ready, leased = await read_one(self._r, sql.NOT_READY, (q.key, now_ms))
+                    statement = sql.NOT_READY_ALL if q.settings.delivery_delay_s else sql.NOT_READY
+                    not_ready, leased = await read_one(
+                        self._r, statement, {"q": q.key, "now": now_ms}
+                    )
                 else:
                     held, leased = await read_one(
                         self._r, sql.NOT_READY_LOG, {"q": q.key, "now": now_ms}

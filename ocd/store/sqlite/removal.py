@@ -24,7 +24,10 @@ def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | N
         if rows:
             tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
             if queue.fifo:
-                touched.update(r[1] for r in rows)
+                touched.update(r[1] for r in rows if r[1] is not None)
+                tx.conn.executemany(
+                    sql.DELETE_ORDER, ((queue.key, g, f) for _, g, f in rows if g is not None)
+                )
         n += len(rows)
     if not queue.fifo:
         layout.removed(tx, queue.key, seqs)
@@ -60,6 +63,12 @@ def dead_letter(
             layout.removed(tx, queue.key, seqs)
         return moved, 0
     # Into a standard queue: appended to its log, attempts and first receive starting again.
+    if queue.fifo:
+        left = fifo.forget(tx, queue, seqs)
+        if groups is not None:
+            groups |= left
+        else:
+            fifo.refresh(tx, queue.key, left)
     moved, size, oldest = layout.reappend(tx, queue.key, seqs, now_ms, dest=dlq.key)
     if not queue.fifo:
         layout.drop_empty_leases(tx, queue.key, seqs)

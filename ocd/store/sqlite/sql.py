@@ -75,12 +75,21 @@ GET_COMMITS = "SELECT seq FROM sqlite_sequence WHERE name = 'ocd:commits'"
 START_COMMITS = "INSERT INTO sqlite_sequence (name, seq) VALUES ('ocd:commits', 0)"
 SET_COMMITS = "UPDATE sqlite_sequence SET seq = ? WHERE name = 'ocd:commits'"
 
-# FIFO queues (layout.py has the standard queues' statements): "grp IS NOT NULL" lets SQLite
-# use messages_visible, which holds only FIFO messages.
+# FIFO queues (layout.py has the standard queues' statements): a FIFO message's changing
+# state is its fifo_order row's (migration 0010), found from its row by (queue, grp, fseq).
+# Ready FIFO messages in delivery order: the ready groups' runs, longest-waiting group first.
 PEEK = """
-SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs FROM messages
-WHERE queue = ? AND visible_ms <= ? AND grp IS NOT NULL ORDER BY visible_ms LIMIT ?
+SELECT m.seq, m.id, m.content_type, m.body, m.sent_ms, o.attempts, m.grp, m.fseq, m.dedup,
+       m.attrs
+FROM (SELECT grp FROM fifo_groups WHERE queue = :q AND ready_ms <= :now
+      ORDER BY ready_ms LIMIT :n) AS g
+CROSS JOIN fifo_order o ON o.queue = :q AND o.grp = g.grp AND o.visible_ms <= :now
+JOIN messages m ON m.seq = o.seq
+LIMIT :n
 """
+
+# A fifo_order row is named by its key, (queue, grp, fseq), one row a statement: a list of
+# keys (IN, a join) lets the planner walk the queue's rows instead.
 
 DELETE_QUEUE_MESSAGES = "DELETE FROM messages WHERE queue = ?"
 
@@ -91,7 +100,7 @@ SELECT queue, count(*), coalesce(sum(size), 0), min(sent_ms) FROM messages GROUP
 # Messages a crash left leased to a push dispatcher become ready now; their attempt stays
 # counted, so a message that crashes the daemon cannot loop for ever.
 RECOVER_PUSH_LEASES = """
-UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE lease_kind = ?
+UPDATE fifo_order SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE lease_kind = ?
 RETURNING queue, grp
 """
 
@@ -100,17 +109,22 @@ RETURNING queue, grp
 # "+" keeps SQLite from using a queue index for that test (it would walk the whole queue)
 # instead of looking the seqs up by primary key.
 RETRY = """
-UPDATE messages SET visible_ms = ?, lease = NULL, lease_kind = NULL WHERE seq = ? AND +queue = ?
+UPDATE fifo_order SET visible_ms = ?, lease = NULL, lease_kind = NULL
+WHERE (queue, grp, fseq) = (SELECT queue, grp, fseq FROM messages WHERE seq = ? AND +queue = ?)
 """
 
-DELETE_SEQS = "DELETE FROM messages WHERE +queue = ? AND seq IN ({marks}) RETURNING size, grp"
+DELETE_SEQS = "DELETE FROM messages WHERE +queue = ? AND seq IN ({marks}) RETURNING size, grp, fseq"
 
-# Handing back unfinished work at shutdown does not spend an attempt.
-RELEASE_SEQS = """
-UPDATE messages
-SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = NULL
-WHERE lease_kind = ? AND +queue = ? AND seq IN ({marks})
-RETURNING grp
+# A FIFO message's order row goes with it.
+DELETE_ORDER = "DELETE FROM fifo_order WHERE queue = ? AND grp = ? AND fseq = ?"
+
+# Handing back unfinished work (at shutdown, of one kind: ?2, or any) does not spend an
+# attempt.
+RELEASE_ORDER = """
+UPDATE fifo_order
+SET attempts = max(attempts - 1, 0), visible_ms = ?1, lease = NULL, lease_kind = NULL
+WHERE queue = ?3 AND grp = ?4 AND fseq = ?5 AND lease IS NOT NULL
+  AND (?2 IS NULL OR lease_kind = ?2)
 """
 
 EXPIRE = """
@@ -119,20 +133,34 @@ DELETE FROM messages WHERE seq IN (
 RETURNING size, grp, seq
 """
 
-# PUSH batches of a queue in flight now: a consumer's max_concurrency. Lapsed leases
-# (visible again) do not count.
+# PUSH batches of a FIFO queue in flight now: a consumer's max_concurrency. A leased group
+# is not ready, and its head is under the lease; lapsed leases (visible again) do not count.
 PUSH_LEASES_HELD = """
-SELECT count(DISTINCT lease) FROM messages
-WHERE queue = ? AND visible_ms > ? AND lease_kind = 1 AND grp IS NOT NULL
+SELECT count(DISTINCT o.lease) FROM fifo_groups g
+CROSS JOIN fifo_order o ON o.queue = g.queue AND o.grp = g.grp
+  AND o.fseq = (SELECT fseq FROM fifo_order WHERE queue = g.queue AND grp = g.grp
+                ORDER BY fseq LIMIT 1)
+WHERE g.queue = ?1 AND g.ready_ms > ?2 AND o.visible_ms > ?2 AND o.lease_kind = 1
 """
 
 OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"
 
-# Per queue: messages not ready now (delayed, retrying later, or leased), and of those the
-# leased ones. Walks only the not-ready part of the index.
+# Per FIFO queue: messages not ready now (retrying later, or leased), and of those the leased
+# ones: those among the first BATCH_SPAN of each group that is not ready (a group's leased
+# or retrying messages are at its head). A queue with a delivery delay has delayed messages
+# at its groups' tails too: it is counted in full (NOT_READY_ALL).
 NOT_READY = """
-SELECT count(*), coalesce(sum(lease_kind IS NOT NULL), 0) FROM messages
-WHERE queue = ? AND visible_ms > ? AND grp IS NOT NULL
+SELECT coalesce(sum((SELECT count(*) FROM (
+         SELECT visible_ms FROM fifo_order o WHERE o.queue = g.queue AND o.grp = g.grp
+         ORDER BY o.fseq LIMIT 1000) WHERE visible_ms > :now)), 0),
+       coalesce(sum((SELECT count(*) FROM (
+         SELECT visible_ms, lease FROM fifo_order o WHERE o.queue = g.queue AND o.grp = g.grp
+         ORDER BY o.fseq LIMIT 1000) WHERE visible_ms > :now AND lease IS NOT NULL)), 0)
+FROM fifo_groups g WHERE g.queue = :q AND g.ready_ms > :now
+"""
+NOT_READY_ALL = """
+SELECT count(*), coalesce(sum(lease IS NOT NULL), 0) FROM fifo_order
+WHERE queue = :q AND visible_ms > :now
 """
 
 # ------------------------------------------------------------------ FIFO queues (fifo.py)
@@ -168,7 +196,7 @@ DELETE FROM fifo_dedup WHERE (queue, scope, dedup) IN (
 """
 DEDUP_CLEAR = "DELETE FROM fifo_dedup WHERE queue = ?"
 
-# A FIFO message's seq is its sequence number in its queue's range of seqs (layout.py).
+# A FIFO message's row, written once: its changing state is its fifo_order row's.
 _INSERT_FIFO = (
     "INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, grp, "
     "dedup, fseq, attrs) VALUES "
@@ -180,6 +208,13 @@ def insert_fifo(rows: int) -> str:
     return _INSERT_FIFO + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
 
 
+@functools.cache
+def insert_order(rows: int) -> str:
+    """The fifo_order rows of new messages: queue, group, fseq, seq, visible_ms each."""
+    values = ",".join(["(?, ?, ?, ?, ?, 0)"] * rows)
+    return f"INSERT INTO fifo_order (queue, grp, fseq, seq, visible_ms, attempts) VALUES {values}"
+
+
 # A group that had no messages starts with its first message as its head.
 @functools.cache
 def add_groups(rows: int) -> str:
@@ -189,6 +224,7 @@ def add_groups(rows: int) -> str:
 
 
 GROUPS_CLEAR = "DELETE FROM fifo_groups WHERE queue = ?"
+ORDER_CLEAR = "DELETE FROM fifo_order WHERE queue = ?"
 
 # The groups whose head is ready, longest-waiting first: a range of fifo_groups_ready.
 READY_GROUPS = """
@@ -199,10 +235,10 @@ SELECT grp FROM fifo_groups WHERE queue = ? AND ready_ms <= ? ORDER BY ready_ms 
 @functools.cache
 def group_runs(groups: int) -> str:
     """The first messages of ``groups`` groups in one statement: per group (numbered in the
-    statement, so the rows say whose they are) a range of messages_group from its head, at
-    most ``?2`` of them. Parameters: queue, the most per group, then the groups."""
+    statement, so the rows say whose they are) a range of fifo_order from its head, at most
+    ``?2`` of them. Parameters: queue, the most per group, then the groups."""
     one = (
-        "SELECT * FROM (SELECT {i}, seq, visible_ms, fseq FROM messages "
+        "SELECT * FROM (SELECT {i}, seq, visible_ms, fseq FROM fifo_order "
         "WHERE queue = ?1 AND grp = ?{g} ORDER BY fseq LIMIT ?2)"
     )
     parts = (one.format(i=i, g=3 + i) for i in range(groups))
@@ -222,64 +258,69 @@ def set_groups(groups: int) -> str:
 @functools.cache
 def refresh_groups(groups: int) -> tuple[str, str]:
     """Make the rows of ``groups`` groups true in two statements: drop them all, then put
-    back those with messages, each with its head's visibility (one lookup of
-    messages_group per group). Parameters: queue, then the groups, for each statement."""
+    back those with messages, each with its head's visibility (one lookup of fifo_order
+    per group). Parameters: queue, then the groups, for each statement."""
     marks = ",".join(["?"] * groups)
     rows = ",".join(["(?)"] * groups)
     return (
         f"DELETE FROM fifo_groups WHERE queue = ?1 AND grp IN ({marks})",
         "INSERT INTO fifo_groups (queue, grp, ready_ms) SELECT * FROM ("
-        "SELECT ?1 AS queue, g.column1 AS grp, (SELECT m.visible_ms FROM messages m "
-        "WHERE m.queue = ?1 AND m.grp = g.column1 ORDER BY m.fseq LIMIT 1) AS ready_ms "
+        "SELECT ?1 AS queue, g.column1 AS grp, (SELECT o.visible_ms FROM fifo_order o "
+        "WHERE o.queue = ?1 AND o.grp = g.column1 ORDER BY o.fseq LIMIT 1) AS ready_ms "
         f"FROM (VALUES {rows}) g) WHERE ready_ms IS NOT NULL",
     )
 
 
 # Messages of a group after a sequence number: the rest of a batch is among the first few.
 GROUP_AFTER = """
-SELECT seq, lease FROM messages WHERE queue = ? AND grp = ? AND fseq > ? ORDER BY fseq LIMIT ?
+SELECT seq, lease FROM fifo_order WHERE queue = ? AND grp = ? AND fseq > ? ORDER BY fseq LIMIT ?
 """
 
-CLAIM_SEQS = """
-UPDATE messages
-SET attempts = attempts + 1, visible_ms = ?, lease = ?, lease_kind = ?,
-    first_received_ms = coalesce(first_received_ms, ?)
-WHERE +queue = ? AND seq IN ({marks})
-RETURNING seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs,
-          first_received_ms
+# A claim leases the order rows of one group's run, [:lo, :hi]; the message rows
+# themselves are only read.
+CLAIM_RUN = """
+UPDATE fifo_order
+SET attempts = attempts + 1, visible_ms = :until, lease = :lease, lease_kind = :kind,
+    first_received_ms = coalesce(first_received_ms, :now)
+WHERE queue = :q AND grp = :g AND fseq BETWEEN :lo AND :hi
+RETURNING seq, attempts, first_received_ms
+"""
+CLAIMED_ROWS = """
+SELECT seq, id, content_type, body, sent_ms, grp, fseq, dedup, attrs FROM messages
+WHERE seq IN (SELECT value FROM json_each(?))
 """
 
-FIFO_INFO = "SELECT seq, grp, fseq, lease FROM messages WHERE +queue = ? AND seq IN ({marks})"
+FIFO_INFO = """
+SELECT m.seq, m.grp, m.fseq, o.lease FROM messages m
+LEFT JOIN fifo_order o ON o.queue = m.queue AND o.grp = m.grp AND o.fseq = m.fseq
+WHERE +m.queue = ? AND m.seq IN ({marks})
+"""
 
-# Same id, timestamp and group in the dead-letter queue, under its next sequence number.
+# Same id, timestamp and group in the dead-letter queue, under its next sequence number:
+# its order row goes (DELETE_ORDER), the row changes queue, and a new order row starts it
+# there, ready at once, attempts from 0.
 MOVE_FIFO = """
-UPDATE messages
-SET queue = ?, attempts = 0, visible_ms = ?, lease = NULL, lease_kind = NULL, fseq = ?,
-    first_received_ms = NULL
+UPDATE messages SET queue = ?, fseq = ?, first_received_ms = NULL
 WHERE +queue = ? AND seq = ?
-RETURNING size, sent_ms, grp
-"""
-
-# Messages behind a retried one in its batch go back with it; their attempt is given back.
-RELEASE_ANY = """
-UPDATE messages
-SET attempts = max(attempts - 1, 0), visible_ms = ?, lease = NULL, lease_kind = NULL
-WHERE +queue = ? AND seq IN ({marks}) AND lease IS NOT NULL
+RETURNING size, sent_ms, grp, seq
 """
 
 # Ready messages counted group by group (CROSS JOIN: the ready groups are the outer loop,
-# each walked by messages_group), so a deep group waiting behind its head is never scanned.
+# each walked in fifo_order), so a deep group waiting behind its head is never scanned.
 READY_FIFO = """
 SELECT
   (SELECT count(*) FROM (
      SELECT 1 FROM (SELECT grp FROM fifo_groups WHERE queue = :q AND ready_ms <= :now
                     ORDER BY ready_ms LIMIT :n) AS g
-     CROSS JOIN messages AS m INDEXED BY messages_group
-     WHERE m.queue = :q AND m.grp = g.grp AND m.visible_ms <= :now
+     CROSS JOIN fifo_order AS o
+     WHERE o.queue = :q AND o.grp = g.grp AND o.visible_ms <= :now
      LIMIT :n)),
   (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms <= :now),
   (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms > :now)
 """
+
+# The oldest messages of a queue (retention): their seqs, by the sent index.
+EXPIRED_SEQS = "SELECT seq FROM messages WHERE queue = ? AND sent_ms < ? LIMIT ?"
 
 # ------------------------------------------------------------------ cron triggers
 

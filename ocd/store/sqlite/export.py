@@ -39,7 +39,7 @@ async def export(data_dir: Path, now_ms: int) -> AsyncIterator[Dump]:
                 for k, v in conn.execute("SELECT key, value FROM meta")
                 if k != sql.DATABASE_ID_KEY
             }
-            (count,) = conn.execute("SELECT count(*) FROM messages").fetchone()
+            (count,) = conn.execute("SELECT count(*) FROM message_states").fetchone()
             sequences = dict(conn.execute("SELECT queue_id, fifo_seq FROM queues"))
             dedup = [
                 StoredDedup(*r)

@@ -54,12 +54,8 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         for scope, dedup, mid, fseq in fetch_all(conn, sql.dedup_find(len(chunk)), params):
             seen[(scope, dedup)] = FifoSent(mid, fseq, False)
     out: list[FifoSent] = []
-    rows: list[tuple[Any, ...]] = []
-    order: list[tuple[Any, ...]] = []
+    fresh: list[tuple[NewMessage, int]] = []
     ids: list[tuple[Any, ...]] = []
-    heads: dict[str, int] = {}
-    size = 0
-    first: int | None = None
     for m, key in zip(messages, keys, strict=True):
         earlier = seen.get(key)
         if earlier is not None:
@@ -69,27 +65,26 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         seen[key] = sent = FifoSent(m.id, last, False)
         out.append(sent)
         ids.append((queue.key, *key, m.sent_ms + DEDUP_WINDOW_MS, m.id, last))
-        seq = layout.seq_of(queue.key, last)
-        if m.group is not None:
-            order.append((queue.key, m.group, last, seq, m.visible_ms))
+        fresh.append((m, last))
+    if not fresh:
+        return out
+    # The rows at the tail of the queue's band, in send order: a group's rows in the order
+    # of their sequence numbers, as the cut needs.
+    base = layout.take(tx, queue.key, len(fresh))
+    rows: list[tuple[Any, ...]] = []
+    order: list[tuple[Any, ...]] = []
+    heads: dict[str, tuple[int, int]] = {}
+    size = 0
+    first: int | None = None
+    for i, (m, fseq) in enumerate(fresh):
+        seq = base + i
         rows.append(
-            (
-                seq,
-                queue.key,
-                m.id,
-                m.content_type,
-                m.body,
-                len(m.body),
-                m.sent_ms,
-                m.visible_ms,
-                m.group,
-                m.dedup,
-                last,
-                m.attrs,
-            )
-        )
+            (seq, queue.key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms,
+             m.group, m.dedup, fseq, m.attrs)
+        )  # fmt: skip
         if m.group is not None:
-            heads.setdefault(m.group, m.visible_ms)
+            order.append((queue.key, m.group, fseq, seq, m.visible_ms))
+            heads.setdefault(m.group, (m.visible_ms, seq))
         size += len(m.body)
         first = m.sent_ms if first is None else min(first, m.sent_ms)
     if not rows:
@@ -103,7 +98,7 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         part = order[i : i + SEND_ROWS]
         conn.execute(sql.insert_order(len(part)), list(chain.from_iterable(part)))
     conn.execute(sql.FIFO_SET_SEQ, (last, queue.key))
-    added = [(queue.key, g, v) for g, v in heads.items()]
+    added = [(queue.key, g, v, seq) for g, (v, seq) in heads.items()]
     for i in range(0, len(added), SEND_ROWS):
         part = added[i : i + SEND_ROWS]
         conn.execute(sql.add_groups(len(part)), list(chain.from_iterable(part)))
@@ -121,6 +116,24 @@ def refresh(tx: Tx, key: int, groups: Iterable[str | None]) -> None:
         drop, put = sql.refresh_groups(len(part))
         tx.conn.execute(drop, (key, *part))
         tx.conn.execute(put, (key, *part))
+    cut(tx, key)
+
+
+# Dead rows cut a call at most: the rest at the next.
+CUT_MOST = 20_000
+
+
+def cut(tx: Tx, key: int) -> None:
+    """Delete the dead rows at the front of a FIFO queue's band, in one range: every FIFO row
+    below the lowest head of its groups (or below its tail, with no group left)."""
+    row = fetch_one(tx.conn, sql.FIFO_CUT_AT, (key,))
+    if row is None:
+        return
+    at, tail, low = row
+    upto = min(layout.seq_of(key, tail) if low is None else low, at + CUT_MOST)
+    if upto > at:
+        tx.conn.execute(sql.CUT_FIFO, (at, upto, key))
+        tx.conn.execute(sql.SET_CURSOR, (upto, key))
 
 
 def claim(
@@ -267,15 +280,30 @@ def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_
     size = 0
     oldest: int | None = None
     groups: set[str] = set()
-    for seq, g, f, _l in info:
+    if not info:
+        return 0
+    # Appended to the dead-letter queue's band; the rows here die with their order rows.
+    base = layout.take(tx, dlq.key, len(info))
+    for i, (seq, g, f, _l) in enumerate(info):
         last += 1
-        if g is not None:
-            conn.execute(sql.DELETE_ORDER, (queue.key, g, f))
-        got = fetch_one(conn, sql.MOVE_FIFO, (dlq.key, last, queue.key, seq))
+        new = base + i
+        ask = {
+            "new": new,
+            "dlq": dlq.key,
+            "now": now_ms,
+            "fseq": last,
+            "seq": seq,
+            "src": queue.key,
+        }
+        got = fetch_one(conn, sql.MOVE_FIFO, ask)
         if got is None:
             continue
+        if g is not None:
+            conn.execute(sql.DELETE_ORDER, (queue.key, g, f))
+        else:
+            conn.execute(sql.DELETE_SEQS.format(marks="?"), (queue.key, seq))
         if got[2] is not None:
-            conn.execute(sql.insert_order(1), (dlq.key, got[2], last, seq, now_ms))
+            conn.execute(sql.insert_order(1), (dlq.key, got[2], last, new, now_ms))
         moved += 1
         size += got[0]
         oldest = got[1] if oldest is None else min(oldest, got[1])
@@ -288,6 +316,28 @@ def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_
         tx.added(dlq.key, moved, size, oldest)
         refresh(tx, dlq.key, groups)
     return moved
+
+
+def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> tuple[int, int, set[str]]:
+    """Messages of a FIFO queue taken out (acks, deletes, retention): their order rows go,
+    their rows die and wait for the cut (a row outside any group goes now). How many, their
+    size, and their groups, for the caller to refresh."""
+    n = size = 0
+    groups: set[str] = set()
+    for chunk in chunks(seqs):
+        rows = fetch_all(
+            tx.conn, sql.FIFO_LIVE.format(marks=marks(len(chunk))), (queue.key, *chunk)
+        )
+        tx.conn.executemany(
+            sql.DELETE_ORDER, ((queue.key, g, f) for _, g, f, _ in rows if g is not None)
+        )
+        loose = [seq for seq, g, _, _ in rows if g is None]
+        if loose:
+            tx.conn.execute(sql.DELETE_SEQS.format(marks=marks(len(loose))), (queue.key, *loose))
+        n += len(rows)
+        size += sum(r[3] for r in rows)
+        groups.update(g for _, g, _, _ in rows if g is not None)
+    return n, size, groups
 
 
 def forget(tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> set[str]:

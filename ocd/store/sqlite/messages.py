@@ -256,7 +256,7 @@ class SqliteMessages(SqliteCore):
             def expire(tx: Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
                 if q.fifo:
                     seqs = [
-                        s for (s,) in fetch_all(tx.conn, sql.EXPIRED_SEQS, (q.key, cutoff, batch))
+                        s for (s,) in fetch_all(tx.conn, sql.EXPIRED_FIFO, (q.key, cutoff, batch))
                     ]
                     removal.delete(tx, q, seqs)
                     return len(seqs)
@@ -355,7 +355,8 @@ class SqliteMessages(SqliteCore):
             return known
         assert self._r is not None
         try:
-            (found,) = await read_one(self._r, sql.OLDEST, (queue.key,))
+            statement = sql.OLDEST_FIFO if queue.fifo else sql.OLDEST
+            found = (await read_one(self._r, statement, (queue.key,)) or (None,))[0]
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
         oldest = found or 0

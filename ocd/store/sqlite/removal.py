@@ -15,27 +15,24 @@ from ocd.store.values import DeadLetter, QueueRecord
 def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | None = None) -> int:
     """Delete messages by seq; a FIFO queue's groups are refreshed, or added to
     ``groups`` for the caller to refresh."""
+    if queue.fifo:
+        n, size, touched = fifo.delete(tx, queue, seqs)
+        if n:
+            tx.removed(queue.key, n, size)
+        if groups is not None:
+            groups |= touched
+        else:
+            fifo.refresh(tx, queue.key, touched)
+        return n
     n = 0
-    touched: set[str] = set()
     for chunk in chunks(seqs):
         rows = fetch_all(
             tx.conn, sql.DELETE_SEQS.format(marks=marks(len(chunk))), (queue.key, *chunk)
         )
         if rows:
             tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
-            if queue.fifo:
-                touched.update(r[1] for r in rows if r[1] is not None)
-                tx.conn.executemany(
-                    sql.DELETE_ORDER, ((queue.key, g, f) for _, g, f in rows if g is not None)
-                )
         n += len(rows)
-    if not queue.fifo:
-        layout.removed(tx, queue.key, seqs)
-    if touched:
-        if groups is not None:
-            groups |= touched
-        else:
-            fifo.refresh(tx, queue.key, touched)
+    layout.removed(tx, queue.key, seqs)
     return n
 
 

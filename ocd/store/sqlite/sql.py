@@ -93,8 +93,14 @@ LIMIT :n
 
 DELETE_QUEUE_MESSAGES = "DELETE FROM messages WHERE queue = ?"
 
-COUNT_BY_QUEUE = """
-SELECT queue, count(*), coalesce(sum(size), 0), min(sent_ms) FROM messages GROUP BY queue
+# A FIFO message's row counts while its fifo_order row names it (dead rows wait for the
+# queue's cut).
+_LIVE = """(m.grp IS NULL OR EXISTS (SELECT 1 FROM fifo_order o WHERE o.queue = m.queue
+            AND o.grp = m.grp AND o.fseq = m.fseq AND o.seq = m.seq))"""
+
+COUNT_BY_QUEUE = f"""
+SELECT m.queue, count(*), coalesce(sum(m.size), 0), min(m.sent_ms) FROM messages m
+WHERE {_LIVE} GROUP BY m.queue
 """
 
 # Messages a crash left leased to a push dispatcher become ready now; their attempt stays
@@ -144,6 +150,11 @@ WHERE g.queue = ?1 AND g.ready_ms > ?2 AND o.visible_ms > ?2 AND o.lease_kind = 
 """
 
 OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"
+# A FIFO queue's oldest message: the sent index walked past the dead rows.
+OLDEST_FIFO = f"""
+SELECT m.sent_ms FROM messages m INDEXED BY messages_sent WHERE m.queue = ? AND {_LIVE}
+ORDER BY m.sent_ms LIMIT 1
+"""
 
 # Per FIFO queue: messages not ready now (retrying later, or leased), and of those the leased
 # ones: those among the first BATCH_SPAN of each group that is not ready (a group's leased
@@ -218,9 +229,10 @@ def insert_order(rows: int) -> str:
 # A group that had no messages starts with its first message as its head.
 @functools.cache
 def add_groups(rows: int) -> str:
-    """The rows of groups that had none (a group with messages keeps its row)."""
-    values = ",".join(["(?, ?, ?)"] * rows)
-    return f"INSERT OR IGNORE INTO fifo_groups (queue, grp, ready_ms) VALUES {values}"
+    """The rows of groups that had none (a group with messages keeps its row): queue,
+    group, when its head is visible and its head's seq."""
+    values = ",".join(["(?, ?, ?, ?)"] * rows)
+    return f"INSERT OR IGNORE INTO fifo_groups (queue, grp, ready_ms, head_seq) VALUES {values}"
 
 
 GROUPS_CLEAR = "DELETE FROM fifo_groups WHERE queue = ?"
@@ -264,10 +276,10 @@ def refresh_groups(groups: int) -> tuple[str, str]:
     rows = ",".join(["(?)"] * groups)
     return (
         f"DELETE FROM fifo_groups WHERE queue = ?1 AND grp IN ({marks})",
-        "INSERT INTO fifo_groups (queue, grp, ready_ms) SELECT * FROM ("
-        "SELECT ?1 AS queue, g.column1 AS grp, (SELECT o.visible_ms FROM fifo_order o "
-        "WHERE o.queue = ?1 AND o.grp = g.column1 ORDER BY o.fseq LIMIT 1) AS ready_ms "
-        f"FROM (VALUES {rows}) g) WHERE ready_ms IS NOT NULL",
+        "INSERT INTO fifo_groups (queue, grp, ready_ms, head_seq) "
+        f"SELECT ?1, g.column1, o.visible_ms, o.seq FROM (VALUES {rows}) g "
+        "JOIN fifo_order o ON o.queue = ?1 AND o.grp = g.column1 AND o.fseq = "
+        "(SELECT min(fseq) FROM fifo_order WHERE queue = ?1 AND grp = g.column1)",
     )
 
 
@@ -290,19 +302,33 @@ SELECT seq, id, content_type, body, sent_ms, grp, fseq, dedup, attrs FROM messag
 WHERE seq IN (SELECT value FROM json_each(?))
 """
 
-FIFO_INFO = """
-SELECT m.seq, m.grp, m.fseq, o.lease FROM messages m
+# The live messages among seqs of a queue, with their group, place and lease; and their
+# sizes.
+_FIFO_LIVE = """
+FROM messages m
 LEFT JOIN fifo_order o ON o.queue = m.queue AND o.grp = m.grp AND o.fseq = m.fseq
-WHERE +m.queue = ? AND m.seq IN ({marks})
+WHERE +m.queue = ? AND m.seq IN ({marks}) AND (m.grp IS NULL OR o.seq = m.seq)
 """
+FIFO_INFO = "SELECT m.seq, m.grp, m.fseq, o.lease" + _FIFO_LIVE
+FIFO_LIVE = "SELECT m.seq, m.grp, m.fseq, m.size" + _FIFO_LIVE
+
+# Where a FIFO queue's cut is, the end of its band's numbers, and the lowest head of its
+# groups: every FIFO row below that is dead.
+FIFO_CUT_AT = """
+SELECT c.next, c.tail, (SELECT min(head_seq) FROM fifo_groups WHERE queue = ?1)
+FROM cursors c WHERE c.queue = ?1
+"""
+CUT_FIFO = "DELETE FROM messages WHERE seq >= ? AND seq < ? AND +queue = ? AND grp IS NOT NULL"
 
 # Same id, timestamp and group in the dead-letter queue, under its next sequence number:
 # its order row goes (DELETE_ORDER), the row changes queue, and a new order row starts it
 # there, ready at once, attempts from 0.
 MOVE_FIFO = """
-UPDATE messages SET queue = ?, fseq = ?, first_received_ms = NULL
-WHERE +queue = ? AND seq = ?
-RETURNING size, sent_ms, grp, seq
+INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, grp, dedup,
+                      fseq, attrs)
+SELECT :new, :dlq, id, content_type, body, size, sent_ms, :now, grp, dedup, :fseq, attrs
+FROM messages WHERE seq = :seq AND +queue = :src
+RETURNING size, sent_ms, grp
 """
 
 # Ready messages counted group by group (CROSS JOIN: the ready groups are the outer loop,
@@ -319,8 +345,11 @@ SELECT
   (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms > :now)
 """
 
-# The oldest messages of a queue (retention): their seqs, by the sent index.
-EXPIRED_SEQS = "SELECT seq FROM messages WHERE queue = ? AND sent_ms < ? LIMIT ?"
+# The oldest live messages of a FIFO queue (retention): their seqs, by the sent index.
+EXPIRED_FIFO = f"""
+SELECT m.seq FROM messages m INDEXED BY messages_sent
+WHERE m.queue = ? AND m.sent_ms < ? AND {_LIVE} LIMIT ?
+"""
 
 # ------------------------------------------------------------------ cron triggers
 
@@ -365,8 +394,9 @@ def browse(newest_first: bool, state: str) -> str:
 MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM message_states WHERE seq = :seq AND queue = :q"
 
 # Which of the seqs (a JSON array: one parameter however many) the queue holds.
-PRESENT_SEQS = """
-SELECT seq FROM messages WHERE seq IN (SELECT value FROM json_each(:seqs)) AND +queue = :q
+PRESENT_SEQS = f"""
+SELECT m.seq FROM messages m
+WHERE m.seq IN (SELECT value FROM json_each(:seqs)) AND +m.queue = :q AND {_LIVE}
 """
 
 # Where the newest :scan messages of a queue begin: the send time of the :scan-th newest,

@@ -17,10 +17,40 @@ CREATE TABLE fifo_order (
     PRIMARY KEY (queue, grp, fseq)
 ) WITHOUT ROWID;
 
+-- A FIFO message's row is dead once its fifo_order row is gone (acked, retained past,
+-- moved on); the dead rows at the front of a queue's band are cut in ranges from the
+-- queue's cursors.next, which for a FIFO queue is its cut. That needs a group's rows in
+-- the order of their seqs: FIFO rows are numbered anew, per queue in the order of their
+-- sequence numbers, at the tail of its band (rows sent before schema 9, or moved into
+-- another queue in place, lay outside it). A pull lease id that named one such message
+-- no longer does: the message is delivered again when that lease lapses.
+INSERT OR IGNORE INTO cursors (queue, next, tail, dtail) SELECT key, key << 40, 0, 0 FROM queues;
+UPDATE cursors SET tail = max(tail, coalesce(
+  (SELECT max(seq) + 1 - (cursors.queue << 40) FROM messages
+   WHERE seq >= cursors.queue << 40 AND seq < (cursors.queue << 40) + (1 << 39)), 0));
+CREATE TEMP TABLE refifo AS
+SELECT seq AS old, queue, row_number() OVER (PARTITION BY queue ORDER BY fseq) - 1 AS n
+FROM messages WHERE grp IS NOT NULL;
+-- through negative seqs, so that no new seq meets an old one on the way
+UPDATE messages SET seq = -1 - seq WHERE seq IN (SELECT old FROM refifo);
+UPDATE messages
+SET seq = (SELECT (r.queue << 40) + c.tail + r.n FROM refifo r JOIN cursors c ON c.queue = r.queue
+           WHERE r.old = -1 - messages.seq)
+WHERE seq < 0;
+UPDATE cursors SET tail = tail + (SELECT count(*) FROM refifo r WHERE r.queue = cursors.queue);
+DROP TABLE refifo;
+
 INSERT INTO fifo_order (queue, grp, fseq, seq, visible_ms, attempts, first_received_ms, lease,
                         lease_kind)
 SELECT queue, grp, fseq, seq, visible_ms, attempts, first_received_ms, lease, lease_kind
 FROM messages WHERE grp IS NOT NULL;
+
+-- A group's head row (its lowest seq: the group's rows are in seq order): the lowest of
+-- them is where a queue's cut stops.
+ALTER TABLE fifo_groups ADD COLUMN head_seq INTEGER;
+UPDATE fifo_groups SET head_seq = (SELECT seq FROM fifo_order o WHERE o.queue = fifo_groups.queue
+                                   AND o.grp = fifo_groups.grp ORDER BY o.fseq LIMIT 1);
+CREATE INDEX fifo_groups_head ON fifo_groups (queue, head_seq);
 
 -- The group index and the visibility index lived on messages only for FIFO rows.
 DROP INDEX messages_group;
@@ -28,7 +58,7 @@ DROP INDEX messages_visible;
 
 -- Each message as readers see it (browse, search, export): a held message waits until its
 -- time, a message of a live lease is in flight with that attempt counted, a FIFO message
--- as its fifo_order row says.
+-- as its fifo_order row says (a FIFO row that no order row names is dead: not a message).
 DROP VIEW message_states;
 CREATE VIEW message_states AS
 SELECT m.seq, m.queue, m.id, m.content_type, m.body, m.size, m.sent_ms, m.grp, m.dedup,
@@ -49,4 +79,5 @@ LEFT JOIN fifo_order o ON m.grp IS NOT NULL AND o.queue = m.queue AND o.grp = m.
 LEFT JOIN held h ON m.grp IS NULL AND h.seq = m.seq
 LEFT JOIN leases l ON m.grp IS NULL AND h.seq IS NULL
   AND l.lease = (SELECT lease FROM leases WHERE queue = m.queue AND hi >= m.seq ORDER BY hi LIMIT 1)
-  AND l.lo <= m.seq;
+  AND l.lo <= m.seq
+WHERE m.grp IS NULL OR o.seq = m.seq;

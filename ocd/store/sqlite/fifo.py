@@ -130,10 +130,47 @@ def cut(tx: Tx, key: int) -> None:
     if row is None:
         return
     at, tail, low = row
-    upto = min(layout.seq_of(key, tail) if low is None else low, at + CUT_MOST)
+    end = layout.seq_of(key, tail)
+    if low is not None and low <= at and end - at > COMPACT_AFTER and _compact(tx, key, low):
+        row = fetch_one(tx.conn, sql.FIFO_CUT_AT, (key,))
+        at, tail, low = row
+        end = layout.seq_of(key, tail)
+    upto = min(end if low is None else low, at + CUT_MOST)
     if upto > at:
         tx.conn.execute(sql.CUT_FIFO, (at, upto, key))
         tx.conn.execute(sql.SET_CURSOR, (upto, key))
+
+
+# A queue whose cut has this many rows behind it, held by one group's head (a message
+# retried again and again, a paused group), moves that group to its tail, if the group has
+# at most COMPACT_MOST messages and none under a lease; the dead rows behind it can then be
+# cut.
+COMPACT_AFTER = 100_000
+COMPACT_MOST = 10_000
+
+
+def _compact(tx: Tx, key: int, head: int) -> bool:
+    """The group whose head is ``head`` appended anew at the queue's tail, in order (its
+    order rows follow; nothing else about its messages changes)."""
+    conn = tx.conn
+    found = fetch_one(conn, sql.PINNING_GROUP, (key, head))
+    if found is None:
+        return False
+    (grp,) = found
+    rows = fetch_all(conn, sql.GROUP_ROWS, (key, grp, COMPACT_MOST + 1))
+    if not rows or len(rows) > COMPACT_MOST or any(lease is not None for *_, lease in rows):
+        return False  # a lease names its messages by seq: a leased group stays
+    base = layout.take(tx, key, len(rows))
+    old = json.dumps([seq for _, seq, _ in rows])
+    conn.execute(sql.COPY_ROWS, {"base": base, "seqs": old})
+    conn.executemany(
+        sql.REPOINT_ORDER, ((base + i, key, grp, fseq) for i, (fseq, _, _) in enumerate(rows))
+    )
+    conn.execute(sql.DELETE_ROWS, (old,))
+    drop, put = sql.refresh_groups(1)
+    conn.execute(drop, (key, grp))
+    conn.execute(put, (key, grp))
+    return True
 
 
 def claim(

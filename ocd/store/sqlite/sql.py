@@ -320,6 +320,22 @@ FROM cursors c WHERE c.queue = ?1
 """
 CUT_FIFO = "DELETE FROM messages WHERE seq >= ? AND seq < ? AND +queue = ? AND grp IS NOT NULL"
 
+# Compaction (fifo.py): the group whose head holds the cut, its rows, copied to the tail of
+# the band in the order given (a JSON array of seqs from :base on), repointed, old rows gone.
+PINNING_GROUP = "SELECT grp FROM fifo_groups WHERE queue = ? AND head_seq = ? LIMIT 1"
+GROUP_ROWS = (
+    "SELECT fseq, seq, lease FROM fifo_order WHERE queue = ? AND grp = ? ORDER BY fseq LIMIT ?"
+)
+COPY_ROWS = """
+INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, grp, dedup,
+                      fseq, attrs)
+SELECT :base + j.key, m.queue, m.id, m.content_type, m.body, m.size, m.sent_ms, m.visible_ms,
+       m.grp, m.dedup, m.fseq, m.attrs
+FROM json_each(:seqs) j JOIN messages m ON m.seq = j.value
+"""
+REPOINT_ORDER = "UPDATE fifo_order SET seq = ? WHERE queue = ? AND grp = ? AND fseq = ?"
+DELETE_ROWS = "DELETE FROM messages WHERE seq IN (SELECT value FROM json_each(?))"
+
 # Same id, timestamp and group in the dead-letter queue, under its next sequence number:
 # its order row goes (DELETE_ORDER), the row changes queue, and a new order row starts it
 # there, ready at once, attempts from 0.

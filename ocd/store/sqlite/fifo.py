@@ -129,12 +129,14 @@ def cut(tx: Tx, key: int) -> None:
     row = fetch_one(tx.conn, sql.FIFO_CUT_AT, (key,))
     if row is None:
         return
-    at, tail, low = row
+    at, tail, low, tried = row
     end = layout.seq_of(key, tail)
-    if low is not None and low <= at and end - at > COMPACT_AFTER and _compact(tx, key, low):
-        row = fetch_one(tx.conn, sql.FIFO_CUT_AT, (key,))
-        at, tail, low = row
-        end = layout.seq_of(key, tail)
+    if low is not None and low <= at and end - max(at, tried or 0) > COMPACT_AFTER:
+        if _compact(tx, key, low):
+            at, tail, low, _ = fetch_one(tx.conn, sql.FIFO_CUT_AT, (key,))
+            end = layout.seq_of(key, tail)
+        else:
+            tx.conn.execute(sql.COMPACT_TRIED, (end, key))
     upto = min(end if low is None else low, at + CUT_MOST)
     if upto > at:
         tx.conn.execute(sql.CUT_FIFO, (at, upto, key))

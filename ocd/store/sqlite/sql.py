@@ -315,7 +315,7 @@ FIFO_LIVE = "SELECT m.seq, m.grp, m.fseq, m.size" + _FIFO_LIVE
 # Where a FIFO queue's cut is, the end of its band's numbers, and the lowest head of its
 # groups: every FIFO row below that is dead.
 FIFO_CUT_AT = """
-SELECT c.next, c.tail, (SELECT min(head_seq) FROM fifo_groups WHERE queue = ?1)
+SELECT c.next, c.tail, (SELECT min(head_seq) FROM fifo_groups WHERE queue = ?1), c.compact_at
 FROM cursors c WHERE c.queue = ?1
 """
 CUT_FIFO = "DELETE FROM messages WHERE seq >= ? AND seq < ? AND +queue = ? AND grp IS NOT NULL"
@@ -333,6 +333,7 @@ SELECT :base + j.key, m.queue, m.id, m.content_type, m.body, m.size, m.sent_ms, 
        m.grp, m.dedup, m.fseq, m.attrs
 FROM json_each(:seqs) j JOIN messages m ON m.seq = j.value
 """
+COMPACT_TRIED = "UPDATE cursors SET compact_at = ? WHERE queue = ?"
 REPOINT_ORDER = "UPDATE fifo_order SET seq = ? WHERE queue = ? AND grp = ? AND fseq = ?"
 DELETE_ROWS = "DELETE FROM messages WHERE seq IN (SELECT value FROM json_each(?))"
 

@@ -52,6 +52,10 @@ UPDATE fifo_groups SET head_seq = (SELECT seq FROM fifo_order o WHERE o.queue = 
                                    AND o.grp = fifo_groups.grp ORDER BY o.fseq LIMIT 1);
 CREATE INDEX fifo_groups_head ON fifo_groups (queue, head_seq);
 
+-- Where a FIFO queue's tail was when its group at the cut could not be moved (fifo.py's
+-- compaction): not tried again until as many rows again have come.
+ALTER TABLE cursors ADD COLUMN compact_at INTEGER;
+
 -- The group index and the visibility index lived on messages only for FIFO rows.
 DROP INDEX messages_group;
 DROP INDEX messages_visible;

@@ -96,10 +96,7 @@ FIFO = {
     "RETRY": (sql.RETRY, (5, 1, 1)),
     "RELEASE_ORDER": (sql.RELEASE_ORDER, (5, 1, 1, "g", 2)),
     "DELETE_ORDER": (sql.DELETE_ORDER, (1, "g", 2)),
-    "CLAIM_RUN": (
-        sql.CLAIM_RUN,
-        {"until": 9, "lease": 1, "kind": 1, "now": 5, "q": 1, "g": "g", "lo": 1, "hi": 9},
-    ),
+    "CLAIM_RUN": (sql.CLAIM_RUN, (9, 1, 1, 5, 1, "g", 1, 9)),
     "CLAIMED_ROWS": (sql.CLAIMED_ROWS, (SEQS,)),
     "FIFO_INFO": (sql.FIFO_INFO.format(marks="?,?"), (1, Q1, Q1 + 1)),
     "PEEK": (sql.PEEK, {"q": 1, "now": 5, "n": 10}),

@@ -195,6 +195,7 @@ def claim(
     conn = tx.conn
     groups = [g for (g,) in fetch_all(conn, sql.READY_GROUPS, (queue.key, now_ms, limit))]
     picked: list[int] = []
+    leased: dict[int, tuple[int, int]] = {}
     runs_taken: list[tuple[str, int, int]] = []
     taken: list[str] = []
     stale: list[str] = []
@@ -208,13 +209,17 @@ def claim(
         params: list[Any] = [queue.key, left, *ask]
         runs: list[list[tuple[int, int]]] = [[] for _ in ask]
         stopped: set[int] = set()
-        for i, seq, visible_ms, fseq in fetch_all(conn, sql.group_runs(len(ask)), params):
+        for i, seq, visible_ms, fseq, attempts, first in fetch_all(
+            conn, sql.group_runs(len(ask)), params
+        ):
             if i in stopped:
                 continue
             if visible_ms > now_ms:
                 stopped.add(i)
             else:
                 runs[i].append((seq, fseq))
+                # under the lease: one more attempt; the first receive is this one if none
+                leased[seq] = (attempts + 1, now_ms if first is None else first)
         for g, run in zip(ask, runs, strict=True):
             if not run:
                 stale.append(g)  # its row was behind the truth: put it right
@@ -227,13 +232,11 @@ def claim(
         refresh(tx, queue.key, stale)
     if not picked:
         return []
-    ask_run = {"until": until_ms, "lease": lease, "kind": kind, "now": now_ms, "q": queue.key}
-    leased: dict[int, tuple[int, int | None]] = {}
-    for g, lo, hi in runs_taken:
-        for seq, attempts, first in fetch_all(
-            conn, sql.CLAIM_RUN, {**ask_run, "g": g, "lo": lo, "hi": hi}
-        ):
-            leased[seq] = (attempts, first)
+    # one statement run once a group: a list of keys would let the planner walk the queue
+    conn.executemany(
+        sql.CLAIM_RUN,
+        ((until_ms, lease, kind, now_ms, queue.key, g, lo, hi) for g, lo, hi in runs_taken),
+    )
     rows: list[tuple[Any, ...]] = []
     for seq, mid, ct, body, sent, grp, fseq, dedup, attrs in fetch_all(
         conn, sql.CLAIMED_ROWS, (json.dumps(picked),)

@@ -250,7 +250,8 @@ def group_runs(groups: int) -> str:
     statement, so the rows say whose they are) a range of fifo_order from its head, at most
     ``?2`` of them. Parameters: queue, the most per group, then the groups."""
     one = (
-        "SELECT * FROM (SELECT {i}, seq, visible_ms, fseq FROM fifo_order "
+        "SELECT * FROM (SELECT {i}, seq, visible_ms, fseq, attempts, first_received_ms "
+        "FROM fifo_order "
         "WHERE queue = ?1 AND grp = ?{g} ORDER BY fseq LIMIT ?2)"
     )
     parts = (one.format(i=i, g=3 + i) for i in range(groups))
@@ -292,10 +293,9 @@ SELECT seq, lease FROM fifo_order WHERE queue = ? AND grp = ? AND fseq > ? ORDER
 # themselves are only read.
 CLAIM_RUN = """
 UPDATE fifo_order
-SET attempts = attempts + 1, visible_ms = :until, lease = :lease, lease_kind = :kind,
-    first_received_ms = coalesce(first_received_ms, :now)
-WHERE queue = :q AND grp = :g AND fseq BETWEEN :lo AND :hi
-RETURNING seq, attempts, first_received_ms
+SET attempts = attempts + 1, visible_ms = ?1, lease = ?2, lease_kind = ?3,
+    first_received_ms = coalesce(first_received_ms, ?4)
+WHERE queue = ?5 AND grp = ?6 AND fseq BETWEEN ?7 AND ?8
 """
 CLAIMED_ROWS = """
 SELECT seq, id, content_type, body, sent_ms, grp, fseq, dedup, attrs FROM messages

@@ -7,7 +7,9 @@ Load, all at once and through every outage (each client retries where a request 
   consumer (``jobs``, batches of 10, two at a time) appends each delivery to a record file;
 * REST: batch pushes of 10 to ``pulled``, and pullers that pull 10 and ack them in one call;
 * SQS (when the daemon has the endpoint): ``SendMessageBatch`` of 10 to ``sqsjobs``, and
-  receivers that ``ReceiveMessage`` 10 and ``DeleteMessageBatch`` them.
+  receivers that ``ReceiveMessage`` 10 and ``DeleteMessageBatch`` them; the same on the FIFO
+  queue ``sqsjobs.fifo`` (seven message groups, one sender, so each group's numbers rise in
+  send order).
 
 Each cycle starts ``ocd serve``, lets the load run for a random while (or, one cycle in
 eight, kills it during startup and recovery) and kills it with SIGKILL. At the end a clean
@@ -16,7 +18,9 @@ daemon drains everything and the books are checked:
 * ``lost``: confirmed sends never delivered (worker), never pulled (REST) or received (SQS);
 * ``duplicates``: messages delivered more than once;
 * ``unexplained``: duplicates that no kill explains: a worker delivery repeated within one
-  process, or a message pulled/received again after its ack/delete was confirmed.
+  process, or a message pulled/received again after its ack/delete was confirmed;
+* ``fifo_out_of_order``: a FIFO message received for the first time after a later message
+  of its group was.
 
 The ``pg`` variant runs the same on PostgreSQL with two nodes sharing one database, killing
 one node per cycle (alternately) while the other keeps serving; it is skipped, with the
@@ -51,6 +55,7 @@ BATCH = 10
 VISIBILITY_S = 10  # pull and SQS leases: short, so that the drain does not wait long
 STARTUP_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 180.0
+FIFO_GROUPS = 7
 
 
 def free_port() -> int:
@@ -152,6 +157,12 @@ class Books:
     received: collections.Counter[int] = field(default_factory=collections.Counter)
     deleted: set[int] = field(default_factory=set)
     received_after_delete: int = 0
+    confirmed_fifo: set[int] = field(default_factory=set)
+    received_fifo: collections.Counter[int] = field(default_factory=collections.Counter)
+    deleted_fifo: set[int] = field(default_factory=set)
+    received_after_delete_fifo: int = 0
+    fifo_out_of_order: int = 0
+    fifo_highest: dict[int, int] = field(default_factory=dict)  # group -> highest first seen
     errors: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
@@ -174,6 +185,9 @@ name = "pulled"
 
 [[queues]]
 name = "sqsjobs"
+
+[[queues]]
+name = "sqsjobs.fifo"
 
 [[workers]]
 name = "app"
@@ -211,6 +225,7 @@ class Load:
         self.books = books
         self.stop = stop
         self.sqs_url: str | None = None  # QueueUrl of sqsjobs, once known
+        self.fifo_url: str | None = None  # and of sqsjobs.fifo
 
     def node(self) -> Node:
         live = [n for n in self.nodes if n.proc is not None] or self.nodes
@@ -308,11 +323,50 @@ class Load:
             {"Content-Type": SQS_JSON, "X-Amz-Target": f"AmazonSQS.{op}"},
         )
 
-    async def sqs_queue_url(self, s: aiohttp.ClientSession) -> str:
-        status, answer = await self._sqs(s, self.nodes[0], "GetQueueUrl", {"QueueName": "sqsjobs"})
+    async def sqs_queue_url(self, s: aiohttp.ClientSession, name: str = "sqsjobs") -> str:
+        status, answer = await self._sqs(s, self.nodes[0], "GetQueueUrl", {"QueueName": name})
         if status != 200:
-            raise RuntimeError(f"GetQueueUrl sqsjobs: {status} {answer}")
+            raise RuntimeError(f"GetQueueUrl {name}: {status} {answer}")
         return str(answer["QueueUrl"])
+
+    async def fifo_sends(self, s: aiohttp.ClientSession, start: int) -> None:
+        n = start
+        while not self.stop.is_set():
+            entries = [
+                {
+                    "Id": str(i),
+                    "MessageBody": json.dumps({"n": n + i}),
+                    "MessageGroupId": f"g{(n + i) % FIFO_GROUPS}",
+                    "MessageDeduplicationId": str(n + i),
+                }
+                for i in range(BATCH)
+            ]
+            try:
+                status, answer = await self._sqs(
+                    s,
+                    self.node(),
+                    "SendMessageBatch",
+                    {"QueueUrl": self.fifo_url, "Entries": entries},
+                )
+            except (aiohttp.ClientError, OSError):
+                await self._pause_after_error("sqs fifo send")
+                n += BATCH  # its fate is unknown: never reuse its numbers
+                continue
+            if status == 200:
+                ok = {int(e["Id"]) for e in answer.get("Successful", [])}
+                self.books.confirmed_fifo.update(n + i for i in ok)
+            n += BATCH
+
+    def _fifo_seen(self, k: int) -> None:
+        b = self.books
+        if k in b.deleted_fifo:
+            b.received_after_delete_fifo += 1
+        if b.received_fifo[k] == 0:  # a first receipt: no later message of its group before
+            group = k % FIFO_GROUPS
+            if k < b.fifo_highest.get(group, -1):
+                b.fifo_out_of_order += 1
+            b.fifo_highest[group] = max(k, b.fifo_highest.get(group, -1))
+        b.received_fifo[k] += 1
 
     async def sqs_sends(self, s: aiohttp.ClientSession, start: int) -> None:
         n = start
@@ -336,7 +390,10 @@ class Load:
                 self.books.confirmed_sqs.update(n + i for i in ok)
             n += BATCH
 
-    async def sqs_receive(self, s: aiohttp.ClientSession, until_empty: bool = False) -> None:
+    async def sqs_receive(
+        self, s: aiohttp.ClientSession, until_empty: bool = False, fifo: bool = False
+    ) -> None:
+        url = self.fifo_url if fifo else self.sqs_url
         while not self.stop.is_set() or until_empty:
             node = self.node()
             try:
@@ -345,7 +402,7 @@ class Load:
                     node,
                     "ReceiveMessage",
                     {
-                        "QueueUrl": self.sqs_url,
+                        "QueueUrl": url,
                         "MaxNumberOfMessages": BATCH,
                         "VisibilityTimeout": VISIBILITY_S,
                         "WaitTimeSeconds": 1,
@@ -363,6 +420,9 @@ class Load:
                 for k in numbers:
                     if k is None:
                         continue
+                    if fifo:
+                        self._fifo_seen(k)
+                        continue
                     if k in self.books.deleted:
                         self.books.received_after_delete += 1
                     self.books.received[k] += 1
@@ -371,13 +431,14 @@ class Load:
                     for i, m in enumerate(messages)
                 ]
                 status, answer = await self._sqs(
-                    s, node, "DeleteMessageBatch", {"QueueUrl": self.sqs_url, "Entries": entries}
+                    s, node, "DeleteMessageBatch", {"QueueUrl": url, "Entries": entries}
                 )
                 if status == 200:
+                    deleted = self.books.deleted_fifo if fifo else self.books.deleted
                     for e in answer.get("Successful", []):
                         k = numbers[int(e["Id"])]
                         if k is not None:
-                            self.books.deleted.add(k)
+                            deleted.add(k)
             except (aiohttp.ClientError, OSError, KeyError, TypeError, ValueError):
                 await self._pause_after_error("sqs receive/delete")
 
@@ -391,6 +452,9 @@ class Load:
             self.sqs_sends(s, 300_000_000),
             self.sqs_receive(s),
             self.sqs_receive(s),
+            self.fifo_sends(s, 400_000_000),
+            self.sqs_receive(s, fifo=True),
+            self.sqs_receive(s, fifo=True),
         ]
         return [asyncio.create_task(c) for c in loops]
 
@@ -450,6 +514,7 @@ async def _scenario(
         if status != 200:
             raise RuntimeError(f"adding the pull consumer: {status} {answer}")
         load.sqs_url = await load.sqs_queue_url(s)
+        load.fifo_url = await load.sqs_queue_url(s, "sqsjobs.fifo")
         tasks = load.tasks(s)
         try:
             extra = await _kill_cycles(nodes, cycles, up_s, s)
@@ -468,6 +533,7 @@ async def _scenario(
         while time.monotonic() < deadline:
             await load.rest_pull(s, until_empty=True)
             await load.sqs_receive(s, until_empty=True)
+            await load.sqs_receive(s, until_empty=True, fifo=True)
             delivered = {
                 r["body"]["n"]
                 for r in _records(work / "record.jsonl")
@@ -477,6 +543,7 @@ async def _scenario(
                 len(books.confirmed_worker - delivered)
                 + len(books.confirmed_rest - set(books.pulled))
                 + len(books.confirmed_sqs - set(books.received))
+                + len(books.confirmed_fifo - set(books.received_fifo))
             )
             if missing == 0:
                 break
@@ -496,13 +563,21 @@ async def _scenario(
     lost_worker = len(books.confirmed_worker - set(by_n))
     lost_rest = len(books.confirmed_rest - set(books.pulled))
     lost_sqs = len(books.confirmed_sqs - set(books.received))
+    lost_fifo = len(books.confirmed_fifo - set(books.received_fifo))
     rest_dupes = sum(1 for c in books.pulled.values() if c > 1)
     sqs_dupes = sum(1 for c in books.received.values() if c > 1)
+    fifo_dupes = sum(1 for c in books.received_fifo.values() if c > 1)
     kills = sum(n.kills for n in nodes)
-    lost = lost_worker + lost_rest + lost_sqs
-    unexplained = worker_unexplained + books.pulled_after_ack + books.received_after_delete
+    lost = lost_worker + lost_rest + lost_sqs + lost_fifo
+    unexplained = (
+        worker_unexplained
+        + books.pulled_after_ack
+        + books.received_after_delete
+        + books.received_after_delete_fifo
+    )
+    in_order = books.fifo_out_of_order == 0
     return {
-        "ok": lost == 0 and unexplained == 0 and restarts_clean and kills >= cycles,
+        "ok": lost == 0 and unexplained == 0 and in_order and restarts_clean and kills >= cycles,
         "lost": lost,
         "kills": kills,
         "starts": sum(n.starts for n in nodes),
@@ -511,14 +586,27 @@ async def _scenario(
             "worker": len(books.confirmed_worker),
             "rest": len(books.confirmed_rest),
             "sqs": len(books.confirmed_sqs),
+            "sqs_fifo": len(books.confirmed_fifo),
         },
-        "lost_by_surface": {"worker": lost_worker, "rest": lost_rest, "sqs": lost_sqs},
-        "duplicates": {"worker": len(worker_dupes), "rest": rest_dupes, "sqs": sqs_dupes},
+        "lost_by_surface": {
+            "worker": lost_worker,
+            "rest": lost_rest,
+            "sqs": lost_sqs,
+            "sqs_fifo": lost_fifo,
+        },
+        "duplicates": {
+            "worker": len(worker_dupes),
+            "rest": rest_dupes,
+            "sqs": sqs_dupes,
+            "sqs_fifo": fifo_dupes,
+        },
+        "fifo_out_of_order": books.fifo_out_of_order,
         "unexplained_duplicates": unexplained,
         "unexplained_by_surface": {
             "worker": worker_unexplained,
             "rest": books.pulled_after_ack,
             "sqs": books.received_after_delete,
+            "sqs_fifo": books.received_after_delete_fifo,
         },
         "client_errors_during_outages": sum(books.errors.values()),
         "load_seconds": round(time.monotonic() - started, 1),

@@ -14,6 +14,7 @@ async def test_kill_9_cycles_under_mixed_load_lose_nothing_and_explain_every_dup
     result = await kill9.run(quick=True)
     assert result["lost"] == 0, result
     assert result["unexplained_duplicates"] == 0, result
+    assert result["fifo_out_of_order"] == 0, result
     assert result["kills"] >= 4 and result["ok"], result
     assert min(result["confirmed"].values()) > 0, result  # every surface carried load
 
@@ -23,5 +24,6 @@ async def test_kill_9_of_one_of_two_postgres_nodes_loses_nothing(pg_dsn):
     result = await kill9.run_pg(quick=True, dsn=pg_dsn)
     assert result["lost"] == 0, result
     assert result["unexplained_duplicates"] == 0, result
+    assert result["fifo_out_of_order"] == 0, result
     assert result["ok"] and result["nodes"] == 2, result
     assert min(result["confirmed"].values()) > 0, result

@@ -129,15 +129,8 @@ def cut(tx: Tx, key: int) -> None:
     row = fetch_one(tx.conn, sql.FIFO_CUT_AT, (key,))
     if row is None:
         return
-    at, tail, low, tried = row
-    end = layout.seq_of(key, tail)
-    if low is not None and low <= at and end - max(at, tried or 0) > COMPACT_AFTER:
-        if _compact(tx, key, low):
-            at, tail, low, _ = fetch_one(tx.conn, sql.FIFO_CUT_AT, (key,))
-            end = layout.seq_of(key, tail)
-        else:
-            tx.conn.execute(sql.COMPACT_TRIED, (end, key))
-    upto = min(end if low is None else low, at + CUT_MOST)
+    at, tail, low, _ = row
+    upto = min(layout.seq_of(key, tail) if low is None else low, at + CUT_MOST)
     if upto > at:
         tx.conn.execute(sql.CUT_FIFO, (at, upto, key))
         tx.conn.execute(sql.SET_CURSOR, (upto, key))
@@ -149,6 +142,24 @@ def cut(tx: Tx, key: int) -> None:
 # cut.
 COMPACT_AFTER = 100_000
 COMPACT_MOST = 10_000
+
+
+def compact(tx: Tx, key: int) -> None:
+    """Compaction, from the retention sweep (it writes rows: not in an ack, which must pass
+    on a full disk): the group that holds a FIFO queue's cut with COMPACT_AFTER rows behind
+    it is appended anew, and the cut moves on. A group found too large or leased is not
+    looked at again until as many rows again have come."""
+    row = fetch_one(tx.conn, sql.FIFO_CUT_AT, (key,))
+    if row is None:
+        return
+    at, tail, low, tried = row
+    end = layout.seq_of(key, tail)
+    if low is None or low > at or end - max(at, tried or 0) <= COMPACT_AFTER:
+        return
+    if _compact(tx, key, low):
+        cut(tx, key)
+    else:
+        tx.conn.execute(sql.COMPACT_TRIED, (end, key))
 
 
 def _compact(tx: Tx, key: int, head: int) -> bool:

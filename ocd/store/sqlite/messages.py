@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import secrets
@@ -263,10 +264,7 @@ class SqliteMessages(SqliteCore):
                 rows = fetch_all(tx.conn, sql.EXPIRE, (q.key, cutoff, batch))
                 if rows:
                     tx.removed(q.key, len(rows), sum(r[0] for r in rows))
-                    if q.fifo:
-                        fifo.refresh(tx, q.key, (r[1] for r in rows))
-                    else:
-                        layout.removed(tx, q.key, [r[2] for r in rows])
+                    layout.removed(tx, q.key, [r[2] for r in rows])
                 return len(rows)
 
             total = 0
@@ -277,6 +275,10 @@ class SqliteMessages(SqliteCore):
                     break
             if total:
                 expired.append(Expired(queue.account, queue.name, total))
+            if queue.fifo and self.space.full is None:
+                # it writes rows: a disk that fills meanwhile leaves it for the next sweep
+                with contextlib.suppress(StoreFull):
+                    await self._submit(Call(fifo.compact, queue.key, durable=False, grows=True))
         while await self._submit(Call(fifo.prune_dedup, now_ms, batch, durable=False)) >= batch:
             pass
         return expired

@@ -21,6 +21,7 @@ from ocd.dsn import redact_dsn
 from ocd.errors import QueueNotFound, StoreCorrupt, StoreUnavailable
 from ocd.store import Claim, DeadLetter, LeaseKind, NewMessage, QueueSettings, Retry
 from ocd.store.postgres import PostgresStore
+from ocd.store.postgres import fifo_sql as pg_fifo_sql
 from ocd.store.postgres import sql as pg_sql
 from tests import pg
 from tests.helpers import eventually
@@ -268,6 +269,7 @@ async def test_sends_fail_retryably_while_the_database_is_down_and_recover_by_th
 # ------------------------------------------------------------------ query plans
 
 Q1 = 1 << 40  # the first seq of queue 1's ready band
+F = 3  # the deep FIFO queue's key
 
 # Statements that read ocd_messages. The standard queues' claim, re-append and release are
 # functions (migrations/0010_log.sql), whose statements EXPLAIN does not show: they read
@@ -275,26 +277,29 @@ Q1 = 1 << 40  # the first seq of queue 1's ready band
 
 HOT = {
     "READY": (pg_sql.READY, (1, T0, 10)),
-    "FIFO_PUSH_LEASES_HELD": (pg_sql.FIFO_PUSH_LEASES_HELD, (1, T0)),
+    "FIFO_PUSH_LEASES_HELD": (pg_sql.FIFO_PUSH_LEASES_HELD, (F, T0)),
     "DELETE_SEQS": (pg_sql.DELETE_SEQS, (1, [Q1, Q1 + 1, Q1 + 2], 0)),
     "ACK_AND_NOTIFY": (pg_sql.ACK_AND_NOTIFY, (1, [Q1, Q1 + 1, Q1 + 2], 0)),
     "REMOVED": (pg_sql.REMOVED, (1, [Q1, Q1 + 1])),
     "HOLD": (pg_sql.HOLD, (1, [Q1, Q1 + 1], T0, [T0, T0])),
-    "RETRY": (pg_sql.RETRY, (1, [1, 2], [T0, T0])),
-    "RELEASE_SEQS": (pg_sql.RELEASE_SEQS, (1, T0, 1, [1, 2])),
-    "PEEK": (pg_sql.PEEK, (1, T0, 10)),
+    "RETRY": (pg_sql.RETRY, (F, [1, 2], [T0, T0])),
+    "RELEASE_SEQS": (pg_sql.RELEASE_SEQS, (F, T0, 1, [1, 2])),
+    "PEEK": (pg_sql.PEEK, (F, T0, 10)),
     "PEEK_LOG": (pg_sql.PEEK_LOG, (1, T0, 10)),
     "BACKLOG": (pg_sql.BACKLOG, (1,)),
-    "NOT_READY": (pg_sql.NOT_READY, (1, T0)),
+    "NOT_READY": (pg_sql.NOT_READY, (F, T0)),
+    "RELEASE_ANY": (pg_fifo_sql.RELEASE_ANY, (F, T0, [1, 2])),
+    "FIFO_INFO": (pg_fifo_sql.FIFO_INFO, (F, [1, 2])),
     "NOT_READY_LOG": (pg_sql.NOT_READY_LOG, (1, T0)),
     "EXPIRE_LOG": (pg_sql.EXPIRE_LOG, (1, T0 - 49_990, 5000, 0)),
 }
 
 
 def _scans(plan: dict) -> list[str]:
-    """Every node of a JSON plan that reads ocd_messages, as 'Node Type'."""
+    """Every node of a JSON plan that reads ocd_messages or a FIFO queue's order rows
+    (ocd_fifo_order), as 'Node Type'."""
     found = []
-    if plan.get("Relation Name") == "ocd_messages":
+    if plan.get("Relation Name") in ("ocd_messages", "ocd_fifo_order"):
         found.append(plan["Node Type"])
     for child in plan.get("Plans", []):
         found += _scans(child)
@@ -310,10 +315,17 @@ async def deep_queue(request, pg_dsn):
     await s.open(T0)
     q1 = await s.create_queue("deep", "local", QueueSettings(), T0)
     q2 = await s.create_queue("dlq", "local", QueueSettings(), T0)
-    assert (q1.key, q2.key) == (1, 2)
+    q3 = await s.create_queue("deep.fifo", "local", QueueSettings(), T0)
+    assert (q1.key, q2.key, q3.key) == (1, 2, F)
     for i in range(0, 50_000, 5000):
         batch = [NewMessage(f"{j:032x}", "json", b"1", T0 - j, T0 - j) for j in range(i, i + 5000)]
         await s.enqueue(q1, batch)
+    for i in range(0, 20_000, 1000):  # and a deep FIFO queue: two groups
+        batch = [
+            NewMessage(f"{j:032x}", "json", b"1", T0, T0, "ab"[j % 2], str(j))
+            for j in range(i, i + 1000)
+        ]
+        await s.enqueue(q3, batch)
     await s.close()
     settings = {"plan_cache_mode": "force_custom_plan", "enable_bitmapscan": "off"}
     conn = await asyncpg.connect(pg_dsn, server_settings=settings)

@@ -59,8 +59,14 @@ FIFO_REFRESH = "SELECT ocd_fifo_refresh($1, $2::text[])"
 
 FIFO_ACK = "SELECT ocd_fifo_ack($1, $2::bigint[], $3::smallint)"
 
-FIFO_INFO = """
-SELECT seq, grp, fseq, lease FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1
+# A FIFO message's changing state is its ocd_fifo_order row's (migration 0011), found from
+# its row by (queue, grp, fseq).
+_ORDER_OF = "o.queue = m.queue AND o.grp = m.grp AND o.fseq = m.fseq"
+
+FIFO_INFO = f"""
+SELECT m.seq, m.grp, m.fseq, o.lease FROM ocd_messages m
+LEFT JOIN ocd_fifo_order o ON {_ORDER_OF}
+WHERE m.seq = ANY($2::bigint[]) AND m.queue + 0 = $1
 """
 
 FIFO_BEHIND = """
@@ -78,11 +84,12 @@ c AS (
 SELECT grp FROM d
 """
 
-RELEASE_ANY = """
-UPDATE ocd_messages
-SET attempts = greatest(attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
+RELEASE_ANY = f"""
+UPDATE ocd_fifo_order o
+SET attempts = greatest(o.attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
     owner = NULL
-WHERE seq = ANY($3::bigint[]) AND queue + 0 = $1 AND lease IS NOT NULL
+FROM ocd_messages m
+WHERE m.seq = ANY($3::bigint[]) AND m.queue + 0 = $1 AND {_ORDER_OF} AND o.lease IS NOT NULL
 """
 
 # Same id, timestamp and group in the FIFO dead-letter queue ($2), under its next sequence
@@ -92,12 +99,18 @@ WITH src AS (
   SELECT seq, row_number() OVER (ORDER BY fseq, seq) AS n FROM ocd_messages
   WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1),
 top AS (SELECT fifo_seq FROM ocd_queues WHERE key = $2),
+gone AS (
+  DELETE FROM ocd_fifo_order o USING ocd_messages m, src
+  WHERE m.seq = src.seq AND {_ORDER_OF}),
 mv AS (
   UPDATE ocd_messages m
   SET queue = $2, attempts = 0, visible_ms = $3, lease = NULL, lease_kind = NULL,
       owner = NULL, fseq = top.fifo_seq + src.n, first_received_ms = NULL
   FROM src, top WHERE m.seq = src.seq
-  RETURNING m.size, m.grp),
+  RETURNING m.seq, m.size, m.grp, m.fseq),
+o AS (
+  INSERT INTO ocd_fifo_order (queue, grp, fseq, seq, visible_ms, attempts)
+  SELECT $2, grp, fseq, seq, $3, 0 FROM mv WHERE grp IS NOT NULL),
 a AS (
   {count_change("mv", "$1", "$5", "-")}),
 b AS (
@@ -130,8 +143,8 @@ DEDUP_CLEAR = "DELETE FROM ocd_dedup WHERE queue = $1"
 GROUPS_CLEAR = "DELETE FROM ocd_groups WHERE queue = $1"
 GROUPS_REBUILD = """
 INSERT INTO ocd_groups (queue, grp, ready_ms)
-SELECT DISTINCT ON (grp) $1, grp, visible_ms FROM ocd_messages
-WHERE queue = $1 AND grp IS NOT NULL ORDER BY grp, fseq
+SELECT DISTINCT ON (grp) $1, grp, visible_ms FROM ocd_fifo_order
+WHERE queue = $1 ORDER BY grp, fseq
 """
 
 READY_FIFO = """
@@ -139,7 +152,7 @@ SELECT
   (SELECT count(*) FROM (
      SELECT 1 FROM (SELECT grp FROM ocd_groups WHERE queue = $1 AND ready_ms <= $2
                     ORDER BY ready_ms LIMIT $3) AS g
-     CROSS JOIN LATERAL (SELECT 1 FROM ocd_messages
+     CROSS JOIN LATERAL (SELECT 1 FROM ocd_fifo_order
                          WHERE queue = $1 AND grp = g.grp AND visible_ms <= $2
                          ORDER BY fseq LIMIT $3) AS m
      LIMIT $3) AS r),

@@ -388,7 +388,8 @@ class PostgresMessages(PostgresCore):
         async with self._db("read") as c:
             for q in self.catalogue.queues():
                 if q.fifo:
-                    not_ready, leased = await c.fetchrow(sql.NOT_READY, q.key, now_ms)
+                    statement = sql.NOT_READY_ALL if q.settings.delivery_delay_s else sql.NOT_READY
+                    not_ready, leased = await c.fetchrow(statement, q.key, now_ms)
                 else:
                     held, leased = await c.fetchrow(sql.NOT_READY_LOG, q.key, now_ms)
                     not_ready = held + leased

@@ -53,14 +53,14 @@ WITH dead AS (
   DELETE FROM ocd_nodes
   WHERE heartbeat_at < now() - make_interval(secs => $1) AND node_id <> $3
   RETURNING node_id)
-UPDATE ocd_messages SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
+UPDATE ocd_fifo_order SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
 WHERE owner IN (SELECT node_id FROM dead)
 RETURNING queue, grp
 """
 # A node's own PUSH leases, returned at its clean shutdown (its dispatchers have released
 # what they could; this is the rest) or when it finds it was taken for dead.
 RETURN_OWN = """
-UPDATE ocd_messages SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
+UPDATE ocd_fifo_order SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
 WHERE owner = $1
 RETURNING queue, grp
 """
@@ -68,7 +68,7 @@ RETURNING queue, grp
 # Claims whose reply was lost with the connection (it may have committed): their messages,
 # if the claim did commit, go back at once and with their attempt given back.
 RETURN_DOUBTFUL = """
-UPDATE ocd_messages
+UPDATE ocd_fifo_order
 SET attempts = greatest(attempts - 1, 0), visible_ms = $3, lease = NULL, lease_kind = NULL,
     owner = NULL
 WHERE owner = $1 AND lease = ANY($2::bigint[])
@@ -245,9 +245,12 @@ XACT_LOCK = "SELECT pg_advisory_xact_lock($1, $2::integer)"
 PUSH_LEASES_HELD = """
 SELECT count(*) FROM ocd_leases WHERE queue = $1 AND deadline_ms > $2 AND kind = 1
 """
+# A FIFO queue's: a leased group is not ready, and its head is under the lease.
 FIFO_PUSH_LEASES_HELD = """
-SELECT count(DISTINCT lease) FROM ocd_messages
-WHERE queue = $1 AND visible_ms > $2 AND lease_kind = 1 AND grp IS NOT NULL
+SELECT count(DISTINCT h.lease) FROM ocd_groups g
+CROSS JOIN LATERAL (SELECT x.lease, x.lease_kind, x.visible_ms FROM ocd_fifo_order x
+                    WHERE x.queue = g.queue AND x.grp = g.grp ORDER BY x.fseq LIMIT 1) AS h
+WHERE g.queue = $1 AND g.ready_ms > $2 AND h.visible_ms > $2 AND h.lease_kind = 1
 """
 
 # Deletes by seq, keeping the counts: returns how many and their bytes.
@@ -344,20 +347,24 @@ GROUP BY queue ORDER BY queue
 """
 
 # FIFO queues' retries (standard queues hold: ``HOLD``).
+# (A FIFO message's changing state is its ocd_fifo_order row's, found from its row.)
 RETRY = """
-UPDATE ocd_messages AS m
+UPDATE ocd_fifo_order AS o
 SET visible_ms = r.visible_ms, lease = NULL, lease_kind = NULL, owner = NULL
 FROM unnest($2::bigint[], $3::bigint[]) AS r (seq, visible_ms)
-WHERE m.seq = r.seq AND m.queue + 0 = $1
+JOIN ocd_messages m ON m.seq = r.seq AND m.queue + 0 = $1
+WHERE o.queue = m.queue AND o.grp = m.grp AND o.fseq = m.fseq
 """
 
 # FIFO queues: handing back unfinished work does not spend an attempt.
 RELEASE_SEQS = """
-UPDATE ocd_messages
-SET attempts = greatest(attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
+UPDATE ocd_fifo_order o
+SET attempts = greatest(o.attempts - 1, 0), visible_ms = $2, lease = NULL, lease_kind = NULL,
     owner = NULL
-WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1 AND lease_kind = $3
-RETURNING grp
+FROM ocd_messages m
+WHERE m.seq = ANY($4::bigint[]) AND m.queue + 0 = $1
+  AND o.queue = m.queue AND o.grp = m.grp AND o.fseq = m.fseq AND o.lease_kind = $3
+RETURNING o.grp
 """
 
 # Retention and purge delete in bounded chunks, so no statement holds a queue for long.
@@ -412,9 +419,17 @@ c AS (
 SELECT count(*) FROM d
 """
 
+# Ready FIFO messages in delivery order: the ready groups' runs, longest-waiting first.
 PEEK = """
-SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs FROM ocd_messages
-WHERE queue = $1 AND visible_ms <= $2 AND grp IS NOT NULL ORDER BY visible_ms LIMIT $3
+SELECT m.seq, m.id, m.content_type, m.body, m.sent_ms, o.attempts, m.grp, m.fseq, m.dedup,
+       m.attrs
+FROM (SELECT grp, ready_ms FROM ocd_groups WHERE queue = $1 AND ready_ms <= $2
+      ORDER BY ready_ms LIMIT $3) AS g
+CROSS JOIN LATERAL (SELECT x.seq, x.attempts, x.fseq FROM ocd_fifo_order x
+                    WHERE x.queue = $1 AND x.grp = g.grp AND x.visible_ms <= $2
+                    ORDER BY x.fseq LIMIT $3) AS o
+JOIN ocd_messages m ON m.seq = o.seq
+ORDER BY g.ready_ms, o.fseq LIMIT $3
 """
 
 # Ready now without leasing, of a standard queue: the ready band from the cursor, the
@@ -440,9 +455,20 @@ SELECT seq, id, content_type, body, sent_ms, attempts, grp, fseq, dedup, attrs F
 
 # Per queue: messages not ready now (delayed, retrying later, or leased), and of those the
 # leased ones. Walks only the not-ready part of the index.
+# A FIFO queue's: those among the first 1,000 of each group that is not ready (a group's
+# leased or retrying messages are at its head); with a delivery delay, delayed messages lie
+# at the groups' tails too, and the queue is counted in full (NOT_READY_ALL).
 NOT_READY = """
-SELECT count(*), count(lease_kind) FROM ocd_messages
-WHERE queue = $1 AND visible_ms > $2 AND grp IS NOT NULL
+SELECT coalesce(sum(n.c), 0)::bigint, coalesce(sum(n.l), 0)::bigint FROM ocd_groups g
+CROSS JOIN LATERAL (
+  SELECT count(*) AS c, count(y.lease_kind) AS l FROM (
+    SELECT x.visible_ms, x.lease_kind FROM ocd_fifo_order x
+    WHERE x.queue = g.queue AND x.grp = g.grp ORDER BY x.fseq LIMIT 1000) AS y
+  WHERE y.visible_ms > $2) AS n
+WHERE g.queue = $1 AND g.ready_ms > $2
+"""
+NOT_READY_ALL = """
+SELECT count(*), count(lease_kind) FROM ocd_fifo_order WHERE queue = $1 AND visible_ms > $2
 """
 
 # A standard queue's: held until later, and under a live lease.
@@ -459,7 +485,8 @@ SELECT (SELECT count(*) FROM ocd_held WHERE queue = $1 AND until_ms > $2),
 
 HOLDS_DATA = "SELECT (SELECT count(*) FROM ocd_queues) + (SELECT count(*) FROM ocd_messages)"
 WIPE = """
-TRUNCATE ocd_messages, ocd_counts, ocd_consumers, ocd_groups, ocd_dedup, ocd_cron_ticks,
+TRUNCATE ocd_messages, ocd_fifo_order, ocd_counts, ocd_consumers, ocd_groups, ocd_dedup,
+         ocd_cron_ticks,
          ocd_move_tasks, ocd_queues, ocd_meta, ocd_tails, ocd_cursors, ocd_leases, ocd_held
 RESTART IDENTITY
 """

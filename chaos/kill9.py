@@ -329,34 +329,6 @@ class Load:
             raise RuntimeError(f"GetQueueUrl {name}: {status} {answer}")
         return str(answer["QueueUrl"])
 
-    async def fifo_sends(self, s: aiohttp.ClientSession, start: int) -> None:
-        n = start
-        while not self.stop.is_set():
-            entries = [
-                {
-                    "Id": str(i),
-                    "MessageBody": json.dumps({"n": n + i}),
-                    "MessageGroupId": f"g{(n + i) % FIFO_GROUPS}",
-                    "MessageDeduplicationId": str(n + i),
-                }
-                for i in range(BATCH)
-            ]
-            try:
-                status, answer = await self._sqs(
-                    s,
-                    self.node(),
-                    "SendMessageBatch",
-                    {"QueueUrl": self.fifo_url, "Entries": entries},
-                )
-            except (aiohttp.ClientError, OSError):
-                await self._pause_after_error("sqs fifo send")
-                n += BATCH  # its fate is unknown: never reuse its numbers
-                continue
-            if status == 200:
-                ok = {int(e["Id"]) for e in answer.get("Successful", [])}
-                self.books.confirmed_fifo.update(n + i for i in ok)
-            n += BATCH
-
     def _fifo_seen(self, k: int) -> None:
         b = self.books
         if k in b.deleted_fifo:
@@ -368,18 +340,26 @@ class Load:
             b.fifo_highest[group] = max(k, b.fifo_highest.get(group, -1))
         b.received_fifo[k] += 1
 
-    async def sqs_sends(self, s: aiohttp.ClientSession, start: int) -> None:
+    async def sqs_sends(self, s: aiohttp.ClientSession, start: int, fifo: bool = False) -> None:
+        """``SendMessageBatch`` of numbered messages to sqsjobs, or to sqsjobs.fifo (message
+        n in group n % FIFO_GROUPS, deduplicated by its number)."""
+        url, confirmed = (
+            (self.fifo_url, self.books.confirmed_fifo)
+            if fifo
+            else (self.sqs_url, self.books.confirmed_sqs)
+        )
         n = start
         while not self.stop.is_set():
-            entries = [
+            entries: list[dict[str, str]] = [
                 {"Id": str(i), "MessageBody": json.dumps({"n": n + i})} for i in range(BATCH)
             ]
+            if fifo:
+                for i, e in enumerate(entries):
+                    e["MessageGroupId"] = f"g{(n + i) % FIFO_GROUPS}"
+                    e["MessageDeduplicationId"] = str(n + i)
             try:
                 status, answer = await self._sqs(
-                    s,
-                    self.node(),
-                    "SendMessageBatch",
-                    {"QueueUrl": self.sqs_url, "Entries": entries},
+                    s, self.node(), "SendMessageBatch", {"QueueUrl": url, "Entries": entries}
                 )
             except (aiohttp.ClientError, OSError):
                 await self._pause_after_error("sqs send")
@@ -387,7 +367,7 @@ class Load:
                 continue
             if status == 200:
                 ok = {int(e["Id"]) for e in answer.get("Successful", [])}
-                self.books.confirmed_sqs.update(n + i for i in ok)
+                confirmed.update(n + i for i in ok)
             n += BATCH
 
     async def sqs_receive(
@@ -452,7 +432,7 @@ class Load:
             self.sqs_sends(s, 300_000_000),
             self.sqs_receive(s),
             self.sqs_receive(s),
-            self.fifo_sends(s, 400_000_000),
+            self.sqs_sends(s, 400_000_000, fifo=True),
             self.sqs_receive(s, fifo=True),
             self.sqs_receive(s, fifo=True),
         ]

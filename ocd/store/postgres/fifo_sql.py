@@ -38,7 +38,10 @@ ins AS (
                                                                 visible, grp, dedup, fseq,
                                                                 attrs)
   WHERE m.fseq IN (SELECT fseq FROM d)
-  RETURNING size, grp, visible_ms, fseq),
+  RETURNING seq, size, grp, visible_ms, fseq),
+o AS (
+  INSERT INTO ocd_fifo_order (queue, grp, fseq, seq, visible_ms, attempts)
+  SELECT $1, grp, fseq, seq, visible_ms, 0 FROM ins WHERE grp IS NOT NULL),
 c AS (
   {count_change("ins", "$1", "$14", "")}),
 g AS (

@@ -550,6 +550,12 @@ SELECT seq, queue, visible_ms, attempts, first_received_ms FROM ocd_messages
 WHERE grp IS NULL AND seq > 0
 """
 RELOG = "SELECT ocd_relog(0)"
+# The copied FIFO messages' order rows, their state as the dump gave it.
+ORDER_COPIED = """
+INSERT INTO ocd_fifo_order
+SELECT queue, grp, fseq, seq, visible_ms, attempts, first_received_ms, NULL, NULL, NULL
+FROM ocd_messages WHERE grp IS NOT NULL
+"""
 COPY_COUNTS = "INSERT INTO ocd_counts (queue, shard, count, bytes) VALUES ($1, 0, $2, $3)"
 
 

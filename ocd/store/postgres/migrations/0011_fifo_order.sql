@@ -3,9 +3,9 @@
 -- about it (when it is visible, its attempts, its first receive, its lease and owner) is its
 -- row in ocd_fifo_order, keyed (queue, grp, fseq), with no index on what changes, so those
 -- updates are HOT: no index entry a claim, where a claim used to write five a message.
--- Triggers keep the two together: every FIFO row inserted gets its order row (sends,
--- migrate-store), every one deleted loses it (acks, retention, purges, dead letters, a
--- queue's deletion), whichever statement does it.
+-- A send (and migrate-store's copy) inserts the order rows with the messages; a trigger
+-- drops a FIFO row's order row with it, whichever statement deletes it (acks, retention,
+-- purges, dead letters, a queue's deletion).
 CREATE TABLE ocd_fifo_order (
     queue             bigint   NOT NULL,
     grp               text     NOT NULL,
@@ -28,14 +28,6 @@ FROM ocd_messages WHERE grp IS NOT NULL;
 UPDATE ocd_messages SET lease = NULL, lease_kind = NULL, owner = NULL
 WHERE grp IS NOT NULL AND lease IS NOT NULL;
 
-CREATE FUNCTION ocd_fifo_order_add() RETURNS trigger LANGUAGE plpgsql AS $fn$
-BEGIN
-  INSERT INTO ocd_fifo_order
-  VALUES (NEW.queue, NEW.grp, NEW.fseq, NEW.seq, NEW.visible_ms, NEW.attempts,
-          NEW.first_received_ms, NEW.lease, NEW.lease_kind, NEW.owner);
-  RETURN NULL;
-END
-$fn$;
 CREATE FUNCTION ocd_fifo_order_drop() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
   DELETE FROM ocd_fifo_order
@@ -43,8 +35,6 @@ BEGIN
   RETURN NULL;
 END
 $fn$;
-CREATE TRIGGER ocd_fifo_order_add AFTER INSERT ON ocd_messages
-FOR EACH ROW WHEN (NEW.grp IS NOT NULL) EXECUTE FUNCTION ocd_fifo_order_add();
 CREATE TRIGGER ocd_fifo_order_drop AFTER DELETE ON ocd_messages
 FOR EACH ROW WHEN (OLD.grp IS NOT NULL) EXECUTE FUNCTION ocd_fifo_order_drop();
 

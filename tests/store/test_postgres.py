@@ -382,3 +382,27 @@ async def test_every_node_reads_the_same_kv_namespace_at_once(nodes):
     await b.kv_put(ns, "gone", KvEntry(b"", T0 + 60_000))
     assert await a.kv_expire(T0 + 60_000) == 1
     assert (await b.kv_list(ns, T0, "", None, 10)).keys == []
+
+
+def _nodes_of(plan: dict, relation: str) -> list[dict]:
+    found = [plan] if plan.get("Relation Name") == relation else []
+    for child in plan.get("Plans", []):
+        found += _nodes_of(child, relation)
+    return found
+
+
+async def test_a_reap_with_no_silent_node_does_not_walk_the_fifo_order_rows(deep_queue):
+    """Every node reaps on each heartbeat; the FIFO queues' order rows have no index on their
+    owner (claims would stop being HOT), so a reap that found no silent node must not read
+    them at all."""
+    tx = deep_queue.transaction()
+    await tx.start()
+    try:
+        [[plan_json]] = await deep_queue.fetch(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + pg_sql.REAP_NODES, 60.0, T0, "me"
+        )
+    finally:
+        await tx.rollback()
+    nodes = _nodes_of(json.loads(plan_json)[0]["Plan"], "ocd_fifo_order")
+    walks = [n for n in nodes if n["Node Type"] != "ModifyTable"]
+    assert walks and all(w["Actual Loops"] == 0 for w in walks), plan_json

@@ -54,9 +54,11 @@ WITH dead AS (
   WHERE heartbeat_at < now() - make_interval(secs => $1) AND node_id <> $3
   RETURNING node_id)
 UPDATE ocd_fifo_order SET visible_ms = $2, lease = NULL, lease_kind = NULL, owner = NULL
-WHERE owner IN (SELECT node_id FROM dead)
+WHERE EXISTS (SELECT 1 FROM dead) AND owner IN (SELECT node_id FROM dead)
 RETURNING queue, grp
 """
+# (EXISTS is a one-time filter: with no node reaped, the order rows, which have no index on
+# owner, are not walked at all.)
 # A node's own PUSH leases, returned at its clean shutdown (its dispatchers have released
 # what they could; this is the rest) or when it finds it was taken for dead.
 RETURN_OWN = """

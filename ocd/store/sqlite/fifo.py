@@ -156,15 +156,13 @@ def compact(tx: Tx, key: int) -> None:
     end = layout.seq_of(key, tail)
     if low is None or low > at or end - max(at, tried or 0) <= COMPACT_AFTER:
         return
-    if _compact(tx, key, low):
-        cut(tx, key)
-    else:
+    if not _compact(tx, key, low):
         tx.conn.execute(sql.COMPACT_TRIED, (end, key))
 
 
 def _compact(tx: Tx, key: int, head: int) -> bool:
     """The group whose head is ``head`` appended anew at the queue's tail, in order (its
-    order rows follow; nothing else about its messages changes)."""
+    order rows follow; nothing else about its messages changes), and the queue cut."""
     conn = tx.conn
     found = fetch_one(conn, sql.PINNING_GROUP, (key, head))
     if found is None:
@@ -180,9 +178,7 @@ def _compact(tx: Tx, key: int, head: int) -> bool:
         sql.REPOINT_ORDER, ((base + i, key, grp, fseq) for i, (fseq, _, _) in enumerate(rows))
     )
     conn.execute(sql.DELETE_ROWS, (old,))
-    drop, put = sql.refresh_groups(1)
-    conn.execute(drop, (key, grp))
-    conn.execute(put, (key, grp))
+    refresh(tx, key, [grp])  # its new head; the cut moves on past it
     return True
 
 
@@ -325,9 +321,7 @@ def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_
     if row is None:
         return 0
     last: int = row[0]
-    info: list[tuple[int, str | None, int | None, int | None]] = []
-    for chunk in chunks(seqs):
-        info += fetch_all(conn, sql.FIFO_INFO.format(marks=marks(len(chunk))), (queue.key, *chunk))
+    info = keys(tx, queue, seqs)
     info.sort(key=lambda r: (r[2] or 0, r[0]))
     moved = 0
     size = 0

@@ -406,3 +406,27 @@ async def test_a_reap_with_no_silent_node_does_not_walk_the_fifo_order_rows(deep
     nodes = _nodes_of(json.loads(plan_json)[0]["Plan"], "ocd_fifo_order")
     walks = [n for n in nodes if n["Node Type"] != "ModifyTable"]
     assert walks and all(w["Actual Loops"] == 0 for w in walks), plan_json
+
+
+async def test_fifo_state_rows_and_deduplication_ids_go_with_their_messages_and_queue(nodes):
+    """A FIFO message's order row is deleted with it by whatever statement deletes it, and a
+    deleted queue leaves neither order rows nor deduplication ids behind (they have no
+    foreign key)."""
+    [a] = await nodes(1)
+    q = await a.create_queue("jobs.fifo", "local", QueueSettings(), T0)
+    sent = [NewMessage(f"f{i:031d}", "json", b"1", T0, T0, f"g{i % 3}", f"d{i}") for i in range(30)]
+    await a.enqueue_fifo(q, sent)
+
+    async def rows(table: str) -> int:
+        async with a._db("read") as c:
+            return await c.fetchval(f"SELECT count(*) FROM {table} WHERE queue = $1", q.key)
+
+    assert await rows("ocd_fifo_order") == await rows("ocd_messages") == 30
+    claimed = await a.claim(q, Claim(10, T0, T0 + 60_000, 4, NO_DLQ))
+    await a.settle(q, [d.seq for d in claimed.deliveries], [], [], NO_DLQ, T0)
+    assert await rows("ocd_fifo_order") == await rows("ocd_messages") == 20
+    await a.delete_messages(q, [d.seq for d in (await a.peek(q, T0, 5))])
+    assert await rows("ocd_fifo_order") == await rows("ocd_messages") == 15
+    assert await rows("ocd_dedup") == 30
+    await a.delete_queue(q)
+    assert (await rows("ocd_fifo_order"), await rows("ocd_dedup")) == (0, 0)

@@ -104,9 +104,11 @@ RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_
           retention_s, paused, purged_ms, content_dedup, dedup_scope
 """
 
-# A queue's leases and held rows have no foreign key (a check per batch): they go with it.
+# A queue's leases, held rows and deduplication ids have no foreign key (a check per batch,
+# or per FIFO message): they go with it.
 DELETE_QUEUE = """
-WITH l AS (DELETE FROM ocd_leases WHERE queue = $1), h AS (DELETE FROM ocd_held WHERE queue = $1)
+WITH l AS (DELETE FROM ocd_leases WHERE queue = $1), h AS (DELETE FROM ocd_held WHERE queue = $1),
+d AS (DELETE FROM ocd_dedup WHERE queue = $1)
 DELETE FROM ocd_queues WHERE key = $1
 """
 MARK_PURGED = "UPDATE ocd_queues SET purged_ms = $1 WHERE key = $2"

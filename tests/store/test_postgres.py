@@ -430,3 +430,81 @@ async def test_fifo_state_rows_and_deduplication_ids_go_with_their_messages_and_
     assert await rows("ocd_dedup") == 30
     await a.delete_queue(q)
     assert (await rows("ocd_fifo_order"), await rows("ocd_dedup")) == (0, 0)
+
+
+@pytest.fixture(params=["analysed", "never analysed"])
+async def many_groups(request, pg_dsn):
+    """A FIFO queue of 3,000 groups, 4 messages each, half of its first messages acked (dead
+    rows behind the heads, as a busy queue has), and a pool-like session that shows the
+    plans of the statements inside functions (auto_explain, as notices)."""
+    s = PostgresStore(pg_dsn)
+    await s.open(T0)
+    q = await s.create_queue("many.fifo", "local", QueueSettings(), T0)
+    for r in range(4):
+        batch = [
+            NewMessage(f"{r}-{g:030d}", "json", b"1", T0, T0, f"g{g}", f"{r}-{g}")
+            for g in range(3000)
+        ]
+        await s.enqueue_fifo(q, batch)
+    for _ in range(15):
+        got = await s.claim(q, Claim(100, T0, T0 + 60_000, 4, NO_DLQ))
+        await s.settle(q, [d.seq for d in got.deliveries], [], [], NO_DLQ, T0)
+    await s.close()
+    settings = {"plan_cache_mode": "force_custom_plan", "enable_bitmapscan": "off"}
+    conn = await asyncpg.connect(pg_dsn, server_settings=settings)
+    if request.param == "analysed":
+        await conn.execute("ANALYZE")
+    await conn.execute(
+        "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; "
+        "SET auto_explain.log_nested_statements = on; SET auto_explain.log_format = json; "
+        "SET client_min_messages = log"
+    )
+    yield conn, q.key
+    await conn.close()
+
+
+def _plan_nodes(plan: dict) -> list[dict]:
+    return [plan, *(n for child in plan.get("Plans", []) for n in _plan_nodes(child))]
+
+
+async def test_fifo_claims_and_acks_read_order_and_group_rows_by_key(many_groups):
+    """A FIFO claim and ack join a batch's keys to the queue's order and group rows: probes
+    by key (a few pages a message), never a hash, merge or bitmap of all the queue's rows,
+    whether the tables have statistics or not."""
+    conn, key = many_groups
+    plans: list[dict] = []
+
+    def heard(_conn: object, message: asyncpg.PostgresLogMessage) -> None:
+        text = message.message
+        if "{" in text:
+            plans.append(json.loads(text[text.index("{") :])["Plan"])
+
+    conn.add_log_listener(heard)
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        for _ in range(7):  # past the five custom plans a cached plan starts with
+            rows = await conn.fetch(
+                "SELECT seq FROM ocd_fifo_claim($1, $2, 100, $3, 7, 1::smallint, 'me')",
+                key, T0, T0 + 60_000,
+            )
+            assert len(rows) == 100
+            await conn.fetchval(pg_fifo_sql.FIFO_ACK, key, [r["seq"] for r in rows], 0)
+    finally:
+        await tx.rollback()
+        conn.remove_log_listener(heard)
+    ours = [  # the statements on ocd's tables, not asyncpg's look-ups of types
+        nodes
+        for nodes in map(_plan_nodes, plans)
+        if any(n.get("Relation Name", "").startswith("ocd_") for n in nodes)
+    ]
+    touched = {n.get("Relation Name") for nodes in ours for n in nodes}
+    assert {"ocd_fifo_order", "ocd_groups", "ocd_messages"} <= touched, touched
+    wide = [
+        (n["Node Type"], n.get("Relation Name"))
+        for nodes in ours
+        for n in nodes
+        if n["Node Type"] in ("Hash Join", "Merge Join", "Seq Scan", "Bitmap Heap Scan")
+        and n.get("Relation Name") != "gone"  # the statement's deleted rows, in memory
+    ]
+    assert not wide, wide

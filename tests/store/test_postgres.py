@@ -279,7 +279,6 @@ HOT = {
     "READY": (pg_sql.READY, (1, T0, 10)),
     "FIFO_PUSH_LEASES_HELD": (pg_sql.FIFO_PUSH_LEASES_HELD, (F, T0)),
     "DELETE_SEQS": (pg_sql.DELETE_SEQS, (1, [Q1, Q1 + 1, Q1 + 2], 0)),
-    "ACK_AND_NOTIFY": (pg_sql.ACK_AND_NOTIFY, (1, [Q1, Q1 + 1, Q1 + 2], 0)),
     "REMOVED": (pg_sql.REMOVED, (1, [Q1, Q1 + 1])),
     "HOLD": (pg_sql.HOLD, (1, [Q1, Q1 + 1], T0, [T0, T0])),
     "RETRY": (pg_sql.RETRY, (F, [1, 2], [T0, T0])),
@@ -435,8 +434,8 @@ async def test_fifo_state_rows_and_deduplication_ids_go_with_their_messages_and_
 @pytest.fixture(params=["analysed", "never analysed"])
 async def many_groups(request, pg_dsn):
     """A FIFO queue of 3,000 groups, 4 messages each, half of its first messages acked (dead
-    rows behind the heads, as a busy queue has), and a pool-like session that shows the
-    plans of the statements inside functions (auto_explain, as notices)."""
+    rows behind the heads, as a busy queue has), and a session set up as ocd's pool sessions
+    are."""
     s = PostgresStore(pg_dsn)
     await s.open(T0)
     q = await s.create_queue("many.fifo", "local", QueueSettings(), T0)
@@ -454,11 +453,6 @@ async def many_groups(request, pg_dsn):
     conn = await asyncpg.connect(pg_dsn, server_settings=settings)
     if request.param == "analysed":
         await conn.execute("ANALYZE")
-    await conn.execute(
-        "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; "
-        "SET auto_explain.log_nested_statements = on; SET auto_explain.log_format = json; "
-        "SET client_min_messages = log"
-    )
     yield conn, q.key
     await conn.close()
 
@@ -472,6 +466,39 @@ async def test_fifo_claims_and_acks_read_order_and_group_rows_by_key(many_groups
     by key (a few pages a message), never a hash, merge or bitmap of all the queue's rows,
     whether the tables have statistics or not."""
     conn, key = many_groups
+
+    async def claim_and_ack() -> None:
+        rows = await conn.fetch(
+            "SELECT seq FROM ocd_fifo_claim($1, $2, 100, $3, 7, 1::smallint, 'me')",
+            key,
+            T0,
+            T0 + 60_000,
+        )
+        assert len(rows) == 100
+        await conn.fetchval(pg_fifo_sql.FIFO_ACK, key, [r["seq"] for r in rows], 0)
+
+    _assert_probes_by_key(
+        await _nested_plans(conn, claim_and_ack), {"ocd_fifo_order", "ocd_groups", "ocd_messages"}
+    )
+
+
+async def test_a_standard_ack_reads_messages_held_rows_and_leases_by_key(deep_queue):
+    """``ocd_ack`` keeps one plan a session, made without the acked seqs: it must still
+    read the messages, held rows and leases by key, whether the tables have statistics or
+    not."""
+
+    async def ack() -> None:
+        await deep_queue.fetchval(pg_sql.ACK, 1, [Q1 + 10, Q1 + 11, Q1 + 12], 0)
+
+    _assert_probes_by_key(
+        await _nested_plans(deep_queue, ack), {"ocd_messages", "ocd_held", "ocd_leases"}
+    )
+
+
+async def _nested_plans(conn: asyncpg.Connection, work) -> list[list[dict]]:
+    """The plans of every statement ``work()`` runs on ``conn`` seven times (past the five
+    custom plans a cached plan starts with), those inside functions included (auto_explain,
+    heard as notices), in a transaction rolled back; each as its list of nodes."""
     plans: list[dict] = []
 
     def heard(_conn: object, message: asyncpg.PostgresLogMessage) -> None:
@@ -479,27 +506,36 @@ async def test_fifo_claims_and_acks_read_order_and_group_rows_by_key(many_groups
         if "{" in text:
             plans.append(json.loads(text[text.index("{") :])["Plan"])
 
+    await conn.execute(
+        "LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; "
+        "SET auto_explain.log_nested_statements = on; SET auto_explain.log_format = json; "
+        "SET client_min_messages = log"
+    )
     conn.add_log_listener(heard)
     tx = conn.transaction()
     await tx.start()
     try:
-        for _ in range(7):  # past the five custom plans a cached plan starts with
-            rows = await conn.fetch(
-                "SELECT seq FROM ocd_fifo_claim($1, $2, 100, $3, 7, 1::smallint, 'me')",
-                key, T0, T0 + 60_000,
-            )
-            assert len(rows) == 100
-            await conn.fetchval(pg_fifo_sql.FIFO_ACK, key, [r["seq"] for r in rows], 0)
+        for _ in range(7):
+            await work()
     finally:
         await tx.rollback()
         conn.remove_log_listener(heard)
-    ours = [  # the statements on ocd's tables, not asyncpg's look-ups of types
+        await conn.execute(
+            "SET client_min_messages = notice; SET auto_explain.log_min_duration = -1"
+        )
+    return [_plan_nodes(p) for p in plans]
+
+
+def _assert_probes_by_key(plans: list[list[dict]], tables: set[str]) -> None:
+    """The statements on ocd's tables (not asyncpg's look-ups of types) read ``tables`` (at
+    least) and read every table by key: no hash, merge, sequential or bitmap scan."""
+    ours = [
         nodes
-        for nodes in map(_plan_nodes, plans)
+        for nodes in plans
         if any(n.get("Relation Name", "").startswith("ocd_") for n in nodes)
     ]
     touched = {n.get("Relation Name") for nodes in ours for n in nodes}
-    assert {"ocd_fifo_order", "ocd_groups", "ocd_messages"} <= touched, touched
+    assert tables <= touched, touched
     wide = [
         (n["Node Type"], n.get("Relation Name"))
         for nodes in ours

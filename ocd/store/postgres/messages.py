@@ -227,7 +227,7 @@ class PostgresMessages(PostgresCore):
         acked = retried = 0
         if not retries and not dead:  # the common case: one statement, one round trip
             async with self._db("write", queue) as c:
-                acked, _ = await c.fetchrow(sql.ACK_AND_NOTIFY, queue.key, list(acks), shard)
+                acked = await c.fetchval(sql.ACK, queue.key, list(acks), shard)
             self.catalogue.took(queue.key, acked)
             return Settled(acked, 0, 0, 0)
         async with self._db("write", queue) as c, c.transaction():

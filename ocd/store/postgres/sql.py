@@ -277,36 +277,26 @@ DELETE FROM ocd_leases WHERE lease IN (
   SELECT l.lease FROM ocd_leases l
   WHERE l.queue = $1 AND l.hi >= {lo} AND l.lo <= {hi}
     AND (SELECT m.seq FROM ocd_messages m
-         WHERE m.seq BETWEEN l.lo AND l.hi AND m.queue + 0 = $1{but}
+         WHERE m.seq BETWEEN l.lo AND l.hi AND m.queue + 0 = $1
            AND NOT EXISTS (SELECT 1 FROM ocd_held x WHERE x.seq = m.seq) LIMIT 1) IS NULL
   FOR UPDATE SKIP LOCKED)"""
 _LO = "(SELECT min(s) FROM unnest($2::bigint[]) AS s)"
 _HI = "(SELECT max(s) FROM unnest($2::bigint[]) AS s)"
 
-# An ack-only settle of a standard queue in one statement and one round trip: deletes,
-# counts, held rows, the leases the acks emptied (the statement's snapshot still sees the
-# rows it deletes: they are excluded by name), and notifies the queue (a capped consumer on
-# another node may now start a batch).
-ACK_AND_NOTIFY = f"""
-WITH d AS (
-  DELETE FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1 RETURNING seq, size),
-c AS (
-  {count_change("d", "$1", "$3", "-")}),
-h AS (
-  DELETE FROM ocd_held WHERE seq IN (SELECT seq FROM d)),
-l AS ({_DROP_EMPTY.format(lo=_LO, hi=_HI, but=" AND m.seq <> ALL($2::bigint[])")})
-SELECT (SELECT count(*) FROM d), pg_notify('ocd_q_' || $1, '')
-"""
+# An ack-only settle of a standard queue in one round trip (``ocd_ack``,
+# ``migrations/0013_ack.sql``): deletes, counts, held rows, the leases the acks emptied, and
+# a notification of the queue; its plan made once a session.
+ACK = "SELECT ocd_ack($1, $2::bigint[], $3::smallint)"
 
 # After messages of a standard queue were deleted or moved away (an earlier statement of the
 # transaction): their held rows and the leases they emptied go.
 REMOVED = f"""
 WITH h AS (DELETE FROM ocd_held WHERE seq = ANY($2::bigint[]) AND queue = $1)
-{_DROP_EMPTY.format(lo=_LO, hi=_HI, but="")}
+{_DROP_EMPTY.format(lo=_LO, hi=_HI)}
 """
 
 # After messages were held apart (retried): the leases left with none, dropped.
-DROP_EMPTY_LEASES = _DROP_EMPTY.format(lo="$2", hi="$3", but="")
+DROP_EMPTY_LEASES = _DROP_EMPTY.format(lo="$2", hi="$3")
 
 # Claimed messages of a standard queue held apart until their time (a retry, a longer
 # visibility): each keeps its seq, so the lease id that named it still does; its attempt

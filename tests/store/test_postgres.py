@@ -544,3 +544,45 @@ def _assert_probes_by_key(plans: list[list[dict]], tables: set[str]) -> None:
         and n.get("Relation Name") != "gone"  # the statement's deleted rows, in memory
     ]
     assert not wide, wide
+
+
+@pytest.mark.parametrize("name", ["jobs", "jobs.fifo"])
+async def test_sends_racing_a_queue_deletion_leave_no_message_behind(nodes, name):
+    """A message row has no foreign key to its queue: every send holds a lock the deletion
+    waits for. Sends on two nodes race the queue's deletion on one of them: each either
+    stored its messages before the deletion (which then deleted them) or failed with
+    QueueNotFound, and nothing of the queue is left in any table."""
+    a, b = await nodes(2)
+    q = await a.create_queue(name, "local", QueueSettings(), T0)
+    await eventually(lambda: b.queue(name) is not None, timeout=3)
+    fifo = q.fifo
+    refused = stored = 0
+
+    async def send(node: PostgresStore, tag: str) -> None:
+        nonlocal refused, stored
+        queue = node.queue(name)
+        for i in range(1000):  # until the queue is gone
+            batch = [
+                NewMessage(f"{tag}{i:03d}{j:026d}", "json", b"1", T0, T0 + 60_000 * (j % 2))
+                if not fifo
+                else NewMessage(
+                    f"{tag}{i:03d}{j:026d}", "json", b"1", T0, T0, f"g{j}", f"{tag}{i}.{j}"
+                )
+                for j in range(10)
+            ]
+            try:
+                await node.enqueue(queue, batch)
+            except QueueNotFound:
+                refused += 1
+                return
+            stored += 1
+
+    async def delete() -> None:
+        await eventually(lambda: stored >= 6, timeout=10)  # while the senders are at it
+        await a.delete_queue(a.queue(name))
+
+    await asyncio.gather(send(a, "a"), send(b, "b"), send(b, "c"), delete())
+    assert refused == 3  # every sender was refused in the end
+    async with a._db("read") as c:
+        for table in ("ocd_messages", "ocd_fifo_order", "ocd_held", "ocd_dedup", "ocd_leases"):
+            assert await c.fetchval(f"SELECT count(*) FROM {table} WHERE queue = $1", q.key) == 0

@@ -9,7 +9,9 @@ from ocd.store.postgres.sql import count_change
 # each sees the groups, sequence numbers and deduplication ids the last one left.
 FIFO_LOCK = 0x6F636423  # 1868784675: the functions of migrations/0003_fifo.sql use it
 
-FIFO_LAST_SEQ = "SELECT fifo_seq FROM ocd_queues WHERE key = $1"
+# Locks the queue's row for the send's transaction: a deletion of the queue waits for it
+# (or the send finds the queue gone), so that no message is added to a deleted queue.
+FIFO_LAST_SEQ = "SELECT fifo_seq FROM ocd_queues WHERE key = $1 FOR NO KEY UPDATE"
 
 DEDUP_FIND = """
 SELECT d.scope, d.dedup, d.message_id, d.fseq
@@ -96,12 +98,13 @@ WHERE m.seq = ANY($3::bigint[]) AND m.queue + 0 = $1 AND {_ORDER_OF} AND o.lease
 """
 
 # Same id, timestamp and group in the FIFO dead-letter queue ($2), under its next sequence
-# numbers in the order of the source's.
+# numbers in the order of the source's; nothing moves if it was deleted (its row is locked
+# first, as a FIFO send's is).
 FIFO_MOVE = f"""
 WITH src AS (
   SELECT seq, row_number() OVER (ORDER BY fseq, seq) AS n FROM ocd_messages
   WHERE seq = ANY($4::bigint[]) AND queue + 0 = $1),
-top AS (SELECT fifo_seq FROM ocd_queues WHERE key = $2),
+top AS (SELECT fifo_seq FROM ocd_queues WHERE key = $2 FOR NO KEY UPDATE),
 gone AS (
   DELETE FROM ocd_fifo_order o USING ocd_messages m, src
   WHERE m.seq = src.seq AND {_ORDER_OF}),

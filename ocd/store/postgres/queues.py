@@ -9,7 +9,7 @@ import secrets
 
 from ocd.errors import QueueNotFound, StoreConflict
 from ocd.store.catalogue import FromCatalogue
-from ocd.store.postgres import sql
+from ocd.store.postgres import fifo, sql
 from ocd.store.postgres.core import PostgresCore, _rowcount
 from ocd.store.rows import (
     consumer_settings,
@@ -115,7 +115,15 @@ class PostgresQueues(FromCatalogue, PostgresCore):
     async def delete_queue(self, queue: QueueRecord) -> None:
         async with self._db("delete queue") as c, c.transaction():
             await self._durable(c)
+            # The locks every writer of the queue takes, in their order (the FIFO lock; the
+            # cursor, then the tail row; the queue's row last), so that the deletion waits
+            # for them, and they for it, without a cycle.
+            if queue.fifo:
+                await fifo.lock(c, queue.key)
+            await c.execute(sql.LOCK_CURSOR, queue.key)
+            await c.execute(sql.LOCK_TAIL, queue.key)
             await c.execute(sql.DELETE_QUEUE, queue.key)
+            await c.execute(sql.DELETE_QUEUE_ROWS, queue.key)
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
         self.catalogue.forget(queue)

@@ -104,12 +104,19 @@ RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_
           retention_s, paused, purged_ms, content_dedup, dedup_scope
 """
 
-# A queue's leases, held rows and deduplication ids have no foreign key (a check per batch,
-# or per FIFO message): they go with it.
-DELETE_QUEUE = """
+# A queue's deletion: its cursor and tail rows locked (``queues.delete_queue`` says why),
+# then its row (the rows with a foreign key go with it), which waits for every transaction
+# adding messages to it (they hold its tail row or its row); then, in a
+# statement of its own that sees what those committed, the rows without one (a check a
+# message or a batch): messages (and with them FIFO order rows), held rows, leases and
+# deduplication ids (``migrations/0014_messages_queue_check.sql``).
+LOCK_CURSOR = "SELECT 1 FROM ocd_cursors WHERE queue = $1 FOR UPDATE"
+LOCK_TAIL = "SELECT 1 FROM ocd_tails WHERE queue = $1 FOR UPDATE"
+DELETE_QUEUE = "DELETE FROM ocd_queues WHERE key = $1"
+DELETE_QUEUE_ROWS = """
 WITH l AS (DELETE FROM ocd_leases WHERE queue = $1), h AS (DELETE FROM ocd_held WHERE queue = $1),
 d AS (DELETE FROM ocd_dedup WHERE queue = $1)
-DELETE FROM ocd_queues WHERE key = $1
+DELETE FROM ocd_messages WHERE queue = $1
 """
 MARK_PURGED = "UPDATE ocd_queues SET purged_ms = $1 WHERE key = $2"
 
@@ -157,8 +164,9 @@ DELAYED = 1 << 39  # the delayed band's offset in them
 
 # A group of sends to standard queues of any number of queues, in one statement: seqs at the
 # tail of each queue's ready band (delayed ones: of its delayed band, with held rows), taken
-# in key order and held to the commit; the rows; the counts (shard $9). The serial (FIFO
-# rows' seqs) moves on by one a message, so that the database's position (``mark.py``)
+# in key order and held to the commit; the rows; the counts (shard $9), each queue's after
+# its tail (the order a queue's deletion takes them in: ``queues.delete_queue``). The serial
+# (FIFO rows' seqs) moves on by one a message, so that the database's position (``mark.py``)
 # counts every message sent, as it did when every row took its seq from it.
 ENQUEUE = f"""
 WITH m AS (
@@ -186,7 +194,8 @@ h AS (
   INSERT INTO ocd_held (seq, queue, until_ms, attempts)
   SELECT seq, queue, visible_ms, 0 FROM ins WHERE visible_ms > sent_ms),
 c AS (
-  INSERT INTO ocd_counts AS c (queue, shard, count, bytes) SELECT queue, $9, r + d, b FROM n
+  INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
+  SELECT n.queue, $9, n.r + n.d, n.b FROM n JOIN t USING (queue)
   ON CONFLICT (queue, shard) DO UPDATE
   SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
 SELECT max(nextval('ocd_messages_seq_seq')) FROM generate_series(1, (SELECT count(*) FROM m))

@@ -27,9 +27,7 @@ CREATE TRIGGER ocd_fifo_order_gone AFTER DELETE ON ocd_messages
 REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION ocd_fifo_order_gone();
 
 -- Deduplication ids without a foreign key: its check locked the queue's row once a FIFO
--- message sent. A queue's deletion deletes its ids (sql.DELETE_QUEUE), and an id left by a
--- send that raced it expires within five minutes like any other; queue keys are never
--- reused, so such an id can never match another queue's message.
+-- message sent. A queue's deletion deletes its ids (sql.DELETE_QUEUE_ROWS).
 ALTER TABLE ocd_dedup DROP CONSTRAINT ocd_dedup_queue_fkey;
 
 -- The FIFO functions join a batch's keys (an array: 100 groups or messages) to the order

@@ -106,10 +106,10 @@ RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_
 
 # A queue's deletion: its cursor and tail rows locked (``queues.delete_queue`` says why),
 # then its row (the rows with a foreign key go with it), which waits for every transaction
-# adding messages to it (they hold its tail row or its row); then, in a
-# statement of its own that sees what those committed, the rows without one (a check a
-# message or a batch): messages (and with them FIFO order rows), held rows, leases and
-# deduplication ids (``migrations/0014_messages_queue_check.sql``).
+# adding messages to it (they hold its tail row or its row); then, in a statement of its own
+# that sees what those committed, the rows without one (a check a message or a batch):
+# messages (and with them FIFO order rows), held rows, leases and deduplication ids
+# (``migrations/0014_messages_queue_check.sql``).
 LOCK_CURSOR = "SELECT 1 FROM ocd_cursors WHERE queue = $1 FOR UPDATE"
 LOCK_TAIL = "SELECT 1 FROM ocd_tails WHERE queue = $1 FOR UPDATE"
 DELETE_QUEUE = "DELETE FROM ocd_queues WHERE key = $1"

@@ -255,6 +255,8 @@ async def _scenario(
     )
     result: dict[str, Any] = {
         "lost": lost,
+        "lost_rest": sorted(lost_rest)[:10],
+        "lost_binding": sorted(lost_binding)[:10],
         "ok": ok,
         "killed_and_restarted_while_full": kill and restarted_full,
         "rest_sends_accepted": len(load.pushed),

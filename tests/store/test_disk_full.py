@@ -4,13 +4,14 @@ mounted); the ``full()`` contract on both backends."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from ocd.errors import StoreFull
 from ocd.store import Claim, DeadLetter, LeaseKind, NewMessage, SqliteStore, Store
-from tests.acceptance.disk import CannotMount, small_filesystem
+from tests.acceptance.disk import CannotMount, fill, small_filesystem
 from tests.store.conftest import T0
 
 BODY = b"x" * 20_000
@@ -99,5 +100,47 @@ async def test_a_commit_is_reported_committed_even_when_the_bookkeeping_after_it
     try:
         q2 = again.queue("jobs")
         assert q2 is not None and again.backlog_count(q2) == 1  # the send is on disk
+    finally:
+        await again.close()
+
+
+async def test_an_ack_that_meets_the_full_disk_first_is_done_in_the_reserves_room(volume: Path):
+    # A consumer's ack alone in its commit is the first write to find no space (the disk
+    # was filled from outside): the reserve is released and the ack goes through, instead
+    # of failing the consumer, whose messages would wait out their lease.
+    data = volume / "data"
+    store = SqliteStore(data, disk_reserve_bytes=4 * 2**20, wal_limit_bytes=64 * 2**10)
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        for i in range(0, 2_000, 500):
+            await store.enqueue(
+                q, [NewMessage(f"m{i + j}", "json", b"{}", T0, T0) for j in range(500)]
+            )
+        claimed = await store.claim(
+            q, Claim(2_000, T0, T0 + 60_000, 5, DeadLetter(None), LeaseKind.PULL)
+        )
+        seqs = [d.seq for d in claimed.deliveries]
+        assert len(seqs) == 2_000
+        # Every commit copied into the database file: the ack's WAL starts over at its
+        # 64 KiB, and this ack of 2,000 rows needs more than that.
+        with sqlite3.connect(data / "scheduler.sqlite") as c:
+            busy, frames, copied = c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert busy == 0 and frames == copied
+        fill(volume / "filler")
+        assert store.full() is None  # nothing has met the full disk yet
+        settled = await store.settle(q, seqs, [], [], DeadLetter(None), T0)
+        assert settled.acked == 2_000
+        assert store.full() is not None  # and sends are refused from now on
+        assert not (data / "scheduler.sqlite.reserve").exists()
+        with pytest.raises(StoreFull, match="the disk is full"):
+            await store.enqueue(q, [NewMessage("late", "json", b"{}", T0, T0)])
+    finally:
+        await store.close()
+    again = SqliteStore(data, disk_reserve_bytes=4 * 2**20, wal_limit_bytes=64 * 2**10)
+    await again.open(T0)
+    try:
+        q2 = again.queue("jobs")
+        assert q2 is not None and again.backlog_count(q2) == 0  # the ack is on disk
     finally:
         await again.close()

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ocd.errors import OcdError, StoreError
+from ocd.errors import OcdError, StoreError, StoreFull
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.asleep import Asleep
 from ocd.store.sqlite.errors import translate
@@ -222,11 +222,14 @@ class Writer:
         try:
             tx = await self._commit(ops)
         except Exception as e:
-            if len(ops) == 1:
-                self._fail(ops[0], e)
+            err = self._told(e)
+            if len(ops) == 1 and not isinstance(err, StoreFull):
+                self._fail(ops[0], e, err)
                 return
-            self._told(e)  # a full disk: sends in this group are refused, not retried
-            # Isolate the failure: one bad operation must not fail its neighbours.
+            # Isolate the failure: one bad operation must not fail its neighbours. A disk
+            # that has just filled released the reserve (``_told``): sends are refused now
+            # (``_admitted``), and claims and acks, even one alone in its group, are tried
+            # again in the room it left, rather than failing the consumer draining the disk.
             for op in ops:
                 if not self._admitted([op]):
                     continue
@@ -262,8 +265,10 @@ class Writer:
         self._on_error(err)
         return err
 
-    def _fail(self, op: Op, e: Exception) -> None:
-        err = self._told(e)
+    def _fail(self, op: Op, e: Exception, told: StoreError | None = None) -> None:
+        """Fail ``op``'s caller with ``e`` as an ocd error; ``told``: the store has already
+        heard of ``e`` (``_told``), as that error."""
+        err = told if told is not None else self._told(e)
         if op.future.done():
             return
         if isinstance(e, OcdError):  # a rule the operation itself enforced (queue gone, ...)

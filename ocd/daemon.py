@@ -473,9 +473,9 @@ class Daemon:
             "ocd serving on http://%s:%d; workers: %s; queues: %s; consumers: %s; database: %s",
             shown,
             self.port,
-            ", ".join(workers) or "none",
-            ", ".join(q.name for q in self.store.queues()) or "none",
-            ", ".join(consumers) or "none",
+            _some(workers),
+            _some([q.name for q in self.store.queues()]),
+            _some(consumers),
             self.store.where,
             extra={
                 "event": "started",
@@ -821,3 +821,17 @@ def sqs_verifier(config: Config) -> Verifier | None:
         for k in a.sqs_keys
     }
     return Verifier(keys, True, config.sqs.region)
+
+
+# Names a startup line lists before it counts the rest: thousands of queues make one line
+# of hundreds of kilobytes that no one reads.
+LISTED = 10
+
+
+def _some(names: list[str]) -> str:
+    """``names`` for a log line: all of a few, else the first few and how many more."""
+    if not names:
+        return "none"
+    if len(names) <= LISTED:
+        return ", ".join(names)
+    return f"{', '.join(names[:LISTED])} and {len(names) - LISTED:,} more"

@@ -173,6 +173,9 @@ class Dispatcher:
             await self._sleep(None, IDLE_RECHECK_S)
             return
         woken = self.store.watch(q)
+        if self.store.known_empty(q):  # until a send: no read every IDLE_RECHECK_S
+            await self._sleep(woken, None)
+            return
         if q.settings.delivery_paused:
             await self._sleep(woken, IDLE_RECHECK_S)
             return
@@ -210,7 +213,7 @@ class Dispatcher:
             capped = p.max_concurrency is not None
             await self._sleep(woken, CAPPED_RECHECK_S if capped else RACE_RECHECK_S)
 
-    async def _sleep(self, woken: asyncio.Event | None, timeout_s: float) -> None:
+    async def _sleep(self, woken: asyncio.Event | None, timeout_s: float | None) -> None:
         waits = [asyncio.ensure_future(self._changed.wait())]
         if woken is not None:
             waits.append(asyncio.ensure_future(woken.wait()))

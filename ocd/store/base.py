@@ -164,6 +164,11 @@ class CatalogueReads(Protocol):
     def backlog_count(self, queue: QueueRecord) -> int:
         """The backlog's count as last known to this node, without a read (status lines)."""
 
+    def known_empty(self, queue: QueueRecord) -> bool:
+        """Whether this node knows, without a read, that ``queue`` holds no message at all
+        (ready, delayed or in flight): its memory is exact where one node owns the database;
+        a shared database's other nodes may have sent since, so there it never knows."""
+
     def watch(self, queue: QueueRecord) -> asyncio.Event:
         """An event set at the next commit, on any node, that may make messages of
         ``queue`` ready."""

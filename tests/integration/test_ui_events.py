@@ -8,6 +8,7 @@ from typing import Any
 
 import aiohttp
 
+from tests.helpers import eventually
 from tests.integration.rest import Rest
 
 EVENTS = "/__ocd/ui/events"
@@ -62,3 +63,29 @@ async def test_the_dashboard_can_be_turned_off(start_daemon):
     d = await start_daemon(queues="[ui]\nenabled = false\n")
     async with d.session.get(d.base + "/__ocd/ui/") as r:
         assert r.status == 404  # the worker routes answer: no dashboard
+
+
+async def test_with_no_tab_open_the_dashboard_reads_no_queue_counts_until_one_opens(
+    start_daemon,
+):
+    d = await start_daemon()
+    store, hub = d.daemon.store, d.daemon.ui.hub
+    reads = []
+    counts = store.queue_stats
+
+    async def counted(now_ms: int) -> Any:
+        reads.append(now_ms)
+        return await counts(now_ms)
+
+    store.queue_stats = counted
+    await eventually(lambda: ("local", "jobs") in hub.history, timeout=10)  # its first point
+    # Nobody watches: the next wake is the next minute's point, and nothing was read per queue
+    # (before, the hub read every queue's counts each second for no one).
+    assert hub.next_wait_s() > 30 and reads == []
+    url = d.base + EVENTS
+    async with d.session.get(url, timeout=aiohttp.ClientTimeout(total=20)) as r:
+        first = await next_event(r)  # at once, not at the next point a minute away
+        assert backlog_of(first, "jobs") == 0 and reads
+        assert hub.next_wait_s() == 1.0  # a tick a second while a tab watches
+        await Rest(d).push("jobs", {"n": 1})
+        assert backlog_of(await next_event(r), "jobs") == 1

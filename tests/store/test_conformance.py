@@ -120,6 +120,19 @@ async def test_expire_deletes_past_retention_only(store):
     assert (b.count, b.oldest_ms) == (2, T0 + 30_000)
 
 
+async def test_a_sweep_with_nothing_to_expire_writes_nothing(store):
+    # An idle daemon sweeps every few seconds: a thousand idle queues were a thousand writes.
+    settings = QueueSettings(message_retention_period_s=60)
+    queues = [await store.ensure_queue(f"q{i}", "local", settings, T0) for i in range(50)]
+    await store.enqueue(queues[7], msgs(3, at=T0 + 30_000))
+    before = store.commits
+    assert await store.expire(T0 + 60_001) == []
+    assert store.commits == before
+    assert (await store.backlog(queues[7])).count == 3
+    assert await store.expire(T0 + 90_001) == [Expired("local", "q7", 3)]  # found when due
+    assert (await store.backlog(queues[7])).count == 0
+
+
 async def test_purge_and_delete_queue(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, msgs(4))

@@ -291,6 +291,7 @@ HOT = {
     "FIFO_INFO": (pg_fifo_sql.FIFO_INFO, (F, [1, 2])),
     "NOT_READY_LOG": (pg_sql.NOT_READY_LOG, (1, T0)),
     "EXPIRE_LOG": (pg_sql.EXPIRE_LOG, (1, T0 - 49_990, 5000, 0)),
+    "EXPIRABLE": (pg_sql.EXPIRABLE, (T0 + 4 * 86_400_000 - 49_990,)),
 }
 
 

@@ -1,14 +1,20 @@
 """Live numbers: one shared snapshot per tick for every open tab, and the last hour of
 each queue in memory.
 
-A single task (:meth:`Hub.run`) wakes once a second, reads the store's per-queue counts
-once and the Prometheus counters the producer and dispatchers already feed, and keeps:
+A single task (:meth:`Hub.run`) keeps:
 
 - per queue, a ring of one point a minute for the last hour (backlog, sent, acked, retried,
-  dead-lettered: the sparklines) and a ring of per-second counter values for the last minute
-  (the per-minute rates); no query per point;
-- per account, the snapshot as JSON, which goes to every subscriber of that account only
+  dead-lettered: the sparklines), from the backlog the store knows in memory and the
+  Prometheus counters the producer and dispatchers already feed; no query per point;
+- while a tab watches (a subscriber), a ring of per-second counter values for the last
+  minute (the per-minute rates), and per account the snapshot as JSON, with the store's
+  per-queue counts read once a second, which goes to every subscriber of that account only
   when it changed since the last tick, with an increasing event id (``Last-Event-ID``).
+
+With nobody watching, the task wakes once a minute, for the points only: an idle daemon
+with thousands of queues does no per-queue work a second. The first tab to open wakes it at
+once; the rates it shows then start from the last point (over less than a minute, not
+extrapolated, until the tab has watched a minute).
 """
 
 from __future__ import annotations
@@ -84,13 +90,16 @@ class Hub:
         self.latest: dict[str, tuple[int, str]] = {}  # account -> (event id, JSON)
         self.rows: dict[str, list[dict[str, Any]]] = {}  # account -> queue rows
         self.tick_cost_s: deque[float] = deque(maxlen=600)  # loop time of the last ticks
-        self._last_point = 0.0
+        self._last_point = 0.0  # monotonic time of the last point
         self._closed = False
+        self._wake = asyncio.Event()  # the first subscriber, or close()
 
     # ---------------------------------------------------------------- subscribers
 
     def subscribe(self, account: str) -> Subscriber:
         sub = Subscriber(account)
+        if not self.subscribers:
+            self._wake.set()  # live numbers now, not at the next minute's point
         self.subscribers.add(sub)
         return sub
 
@@ -100,6 +109,7 @@ class Hub:
     def close(self) -> None:
         """End every stream (shutdown): each gets None."""
         self._closed = True
+        self._wake.set()
         for sub in list(self.subscribers):
             with contextlib.suppress(asyncio.QueueFull):
                 sub.queue.put_nowait(None)
@@ -107,34 +117,70 @@ class Hub:
     # ---------------------------------------------------------------- ticks
 
     async def run(self) -> None:
+        watched = False
         while not self._closed:
+            resumed = not watched
+            watched = bool(self.subscribers)
             try:
-                await self.tick()
+                if watched:
+                    await self.tick(resumed)
+                elif time.monotonic() - self._last_point >= POINT_EVERY_S:
+                    self.record(watched=False)
             except Exception as e:  # a store outage must not kill live numbers for good
                 log.warning("dashboard snapshot failed: %s", e, extra={"event": "ui_tick_failed"})
-            await asyncio.sleep(TICK_S)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.next_wait_s())
 
-    async def tick(self) -> None:
+    def next_wait_s(self) -> float:
+        """How long the hub sleeps now unless a first tab wakes it: a tick while watched,
+        else until the next point."""
+        if self.subscribers:
+            return TICK_S
+        return max(0.0, POINT_EVERY_S - (time.monotonic() - self._last_point))
+
+    def record(self, watched: bool, resumed: bool = False) -> dict[tuple[str, str], int]:
+        """The points of every queue, if one is due; while watched, the per-second samples
+        too (``resumed``: the first tick after nobody watched, whose samples start again
+        from the last point). Each queue's backlog, from memory."""
         src = self.source
         now_ms = src.clock()
-        stats = await src.store.queue_stats(now_ms)
-        started = time.perf_counter()  # loop time from here (the query ran off the loop)
+        now = time.monotonic()
         counters = self._counters()
-        point = time.monotonic() - self._last_point >= POINT_EVERY_S
+        last_point = self._last_point
+        point = now - last_point >= POINT_EVERY_S
         if point:
-            self._last_point = time.monotonic()
-        rows: dict[str, list[dict[str, Any]]] = {}
+            self._last_point = now
         depth = {(q.account, q.name): src.store.backlog_count(q) for q in src.store.queues()}
+        for key, backlog in depth.items():
+            h = self.history.setdefault(key, QueueHistory())
+            values = tuple(counters.get((name, *key), 0.0) for name in COUNTERS)
+            if resumed:
+                h.seconds.clear()
+                if h.points and not point:  # the last point is less than a minute old
+                    h.seconds.append((last_point, tuple(h.points[-1][2:])))
+            if watched:
+                h.seconds.append((now, values))
+                while now - h.seconds[0][0] > POINT_EVERY_S:  # a seed older than a minute
+                    h.seconds.popleft()
+            if point or not h.points:
+                h.points.append((now_ms, backlog, *values))
+        for key in set(self.history) - set(depth):
+            del self.history[key]
+        return depth
+
+    async def tick(self, resumed: bool = False) -> None:
+        src = self.source
+        stats = await src.store.queue_stats(src.clock())
+        started = time.perf_counter()  # loop time from here (the query ran off the loop)
+        depth = self.record(watched=True, resumed=resumed)
+        rows: dict[str, list[dict[str, Any]]] = {}
         dlq_of = self._dead_letter_queues()
         for q in src.store.queues():
             key = (q.account, q.name)
-            backlog = depth[key]
+            backlog = depth.get(key, 0)
             c = queue_counts(backlog, stats.get(q.key))
-            h = self.history.setdefault(key, QueueHistory())
-            values = tuple(counters.get((name, *key), 0.0) for name in COUNTERS)
-            h.seconds.append((time.monotonic(), values))
-            if point or not h.points:
-                h.points.append((now_ms, backlog, *values))
+            h = self.history[key]
             dlq = dlq_of.get(key)
             rows.setdefault(q.account, []).append(
                 {
@@ -150,8 +196,6 @@ class Hub:
                     "rates": h.per_minute(),
                 }
             )
-        for key in set(self.history) - set(depth):
-            del self.history[key]
         self.rows = rows
         for account in {*rows, *(s.account for s in self.subscribers)}:
             body = {

@@ -278,7 +278,11 @@ class PostgresMessages(PostgresCore):
 
     async def expire(self, now_ms: int) -> list[Expired]:
         expired: list[Expired] = []
+        async with self._db("read") as c:
+            due = {r[0] for r in await c.fetch(sql.EXPIRABLE, now_ms)}
         for queue in self.catalogue.queues():
+            if queue.key not in due:
+                continue
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
             total: int = 0
             while True:

@@ -24,6 +24,9 @@ from ocd.store.values import PullConsumer, QueueExtras, QueueRecord, QueueSettin
 class PostgresQueues(FromCatalogue, PostgresCore):
     # ---------------------------------------------------------------- catalogue
 
+    def known_empty(self, queue: QueueRecord) -> bool:
+        return False  # another node may have sent since this node's counts were read
+
     async def lookup(self, name: str, account: str = "local") -> QueueRecord | None:
         found = self.catalogue.queue(name, account)
         if found is None:

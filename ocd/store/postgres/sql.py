@@ -370,6 +370,16 @@ WHERE m.seq = ANY($4::bigint[]) AND m.queue + 0 = $1
 RETURNING o.grp
 """
 
+# The queues with a message past its retention period ($1: now), from each one's oldest (one
+# probe of the (queue, sent_ms) index): a sweep writes nothing to a queue with nothing to
+# expire.
+EXPIRABLE = """
+SELECT q.key FROM ocd_queues q,
+  LATERAL (SELECT m.sent_ms FROM ocd_messages m WHERE m.queue = q.key
+           ORDER BY m.sent_ms LIMIT 1) AS oldest
+WHERE oldest.sent_ms < $1 - q.retention_s::bigint * 1000
+"""
+
 # Retention and purge delete in bounded chunks, so no statement holds a queue for long.
 # Retention of a standard queue: held rows go with their messages; the seqs deleted, for the
 # leases.

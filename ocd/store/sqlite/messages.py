@@ -253,6 +253,13 @@ class SqliteMessages(SqliteCore):
         expired: list[Expired] = []
         for queue in self.catalogue.queues():
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
+            # Exact in memory (this node makes every change): an empty queue, or a standard
+            # one with nothing old enough, has nothing to expire or compact: no write.
+            known = self.catalogue.backlog(queue.key)
+            if known is not None and (
+                known.count == 0 or (not queue.fifo and known.oldest_ms >= cutoff)
+            ):
+                continue
 
             def expire(tx: Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:
                 if q.fifo:
@@ -279,6 +286,8 @@ class SqliteMessages(SqliteCore):
                 # it writes rows: a disk that fills meanwhile leaves it for the next sweep
                 with contextlib.suppress(StoreFull):
                     await self._submit(Call(fifo.compact, queue.key, durable=False, grows=True))
+        if not any(q.fifo for q in self.catalogue.queues()):
+            return expired  # deduplication ids are FIFO queues' alone
         while await self._submit(Call(fifo.prune_dedup, now_ms, batch, durable=False)) >= batch:
             pass
         return expired

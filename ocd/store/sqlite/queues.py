@@ -39,6 +39,9 @@ class SqliteQueues(FromCatalogue, SqliteCore):
     async def lookup_by_id(self, queue_id: str) -> QueueRecord | None:
         return self.catalogue.queue_by_id(queue_id)
 
+    def known_empty(self, queue: QueueRecord) -> bool:
+        return self.catalogue.count(queue.key) <= 0  # every change is this node's
+
     async def create_queue(
         self, name: str, account: str, settings: QueueSettings, now_ms: int
     ) -> QueueRecord:

@@ -229,6 +229,14 @@ METRICS = (
     Metric("sqs_raw_receive_delete_cpu", "sqs_raw", ("receive_delete", "daemon_cpu_pct"), "%"),
     Metric("sqs_raw_receive_delete_bench_cpu", "sqs_raw", ("receive_delete", "bench_cpu_pct"), "%"),
     Metric("sqs_idle_poll_cpu", "sqs_idle_polls", ("idle", "daemon_cpu_pct"), "%", ("<=", 2)),
+    Metric("idle_cpu_pct_10k", "idle_queues", ("many", "idle_cpu_pct"), "%", ("<=", 1.0)),
+    Metric("idle_cpu_pct_10", "idle_queues", ("peer", "idle_cpu_pct"), "%"),
+    Metric("startup_s_10k", "idle_queues", ("many", "startup_s"), "s", ("<=", 5.0)),
+    Metric("restart_s_10k", "idle_queues", ("many", "restart_s"), "s"),
+    Metric("pg_idle_cpu_pct_10k", "pg_idle_queues", ("many", "idle_cpu_pct"), "%"),
+    Metric("pg_idle_cpu_pct_10", "pg_idle_queues", ("peer", "idle_cpu_pct"), "%"),
+    Metric("pg_startup_s_10k", "pg_idle_queues", ("many", "startup_s"), "s"),
+    Metric("pg_restart_s_10k", "pg_idle_queues", ("many", "restart_s"), "s"),
     Metric("sqs_wake_p50", "sqs_idle_polls", ("wake_p50_ms",), "ms"),
     Metric("sqs_wake_p99", "sqs_idle_polls", ("wake_p99_ms",), "ms", ("<=", 20)),
     Metric("sqs_send_to_receive_p99", "sqs_idle_polls", ("send_to_receive_p99_ms",), "ms"),
@@ -360,6 +368,8 @@ def summary_line(metrics: dict[str, Any], skipped: dict[str, str] | None = None)
         show("sqs_raw_send", "sqs_raw_send", ".0f", " msg/s"),
         show("sqs_raw_receive_delete", "sqs_raw_receive_delete", ".0f", " msg/s"),
         show("sqs_idle_poll_cpu", "sqs_idle_poll_cpu", ".2f", "%"),
+        show("idle_cpu_pct_10k", "idle_cpu_pct_10k", ".2f", "%"),
+        show("startup_s_10k", "startup_s_10k", ".1f", " s"),
         show("sqs_wake_p99", "sqs_wake_p99", ".1f", " ms"),
     ]
     by_reason: dict[str, list[str]] = {}

@@ -48,6 +48,9 @@ beforehand):
                       ReceiveMessage(10) + DeleteMessageBatch from 32; messages/s of each;
 * sqs_idle_polls   -- 50 open ReceiveMessage(WaitTimeSeconds=20) on an empty queue: the
                       daemon's CPU over 25 s, then single sends' wake-up latency;
+* idle_queues      -- 10,000 queues with a consumer each and no traffic (``idle.py``): start
+                      and restart until ready, and the daemon's idle CPU, beside 10 queues;
+                      pg_idle_queues the same on PostgreSQL;
 * http_push_single -- single pushes from 50 clients, requests/s, and in the same run the
                       same requests against a trivial aiohttp handler (``apps/
                       trivial_server.py``), in alternating blocks: ocd's rate over the
@@ -88,6 +91,7 @@ from harness import (
     percentile,
     timeout_for,
 )
+from idle import idle_queues_run
 from pgserver import PgServer
 from report import machine, summarise, summary_line
 from rest import http_pull_ack, http_push_batch, http_push_single
@@ -463,6 +467,19 @@ async def pg_store_alone(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]
     return await store_run(bench, "pg_store", run, sizes.store_messages, pg_of(bench))
 
 
+async def idle_queues(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    return await idle_queues_run(
+        bench, "idle_queues", run, sizes is QUICK, lambda label: store(bench, label, False)
+    )
+
+
+async def pg_idle_queues(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
+    pg_of(bench)  # Skipped without a PostgreSQL server
+    return await idle_queues_run(
+        bench, "pg_idle_queues", run, sizes is QUICK, lambda label: store(bench, label, True)
+    )
+
+
 async def js_e2e(bench: Bench, sizes: Sizes, run: int) -> dict[str, Any]:
     return await js.js_e2e(bench, sizes is QUICK, run)
 
@@ -509,6 +526,8 @@ SCENARIOS: dict[str, Scenario] = {
     "js_pg_e2e": js_pg_e2e,
     "js_single_send": js_single_send,
     "js_latency": js_latency,
+    "idle_queues": idle_queues,
+    "pg_idle_queues": pg_idle_queues,
 }
 
 

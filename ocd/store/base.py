@@ -36,12 +36,15 @@ The rules every backend keeps:
   touches nothing: every statement by seq also names the queue.
 - **Catalogue**: ``queues``, ``queue``, ``queue_by_id`` and ``pull_consumer`` are answered
   from memory, kept fresh by the backend's change feed: at once for this node's own changes,
-  within ``CATALOGUE_FRESH_S`` for another node's. Every write that names a queue checks it
+  on its notification for another node's (within ``CATALOGUE_FRESH_S`` of a lost feed
+  connection coming back, and read again at least every ``CATALOGUE_POLL_S`` of the
+  backend's). Every write that names a queue checks it
   still exists, and a write to a queue deleted meanwhile raises ``QueueNotFound``.
 - **Wake-ups**: ``watch(queue)`` returns an event set by the next commit, on any node, that
   may have made messages of that queue ready (sends, retries, releases, dead-letter moves,
-  settings changes); a backend that can miss a notification also sets it at least every
-  ``CATALOGUE_FRESH_S``.
+  settings changes); a backend that can miss notifications (while its change feed's
+  connection is down) sets every event when it is made again, and until then at least
+  every ``CATALOGUE_FRESH_S``; a channel listened to anew sets its event once it is live.
 - **Errors**: driver errors become ``ocd.errors`` store errors at one boundary per backend:
   ``StoreUnavailable`` (retryable), ``StoreFull``, ``StoreConflict``, ``StoreCorrupt``.
 - **FIFO queues** (``QueueRecord.fifo``): every message has a group and a sequence number,

@@ -12,8 +12,10 @@ off``, so that a table without statistics yet is still read in index order.
 
 Every node registers in ``ocd_nodes`` with a heartbeat; a live node returns the PUSH
 leases of a node whose heartbeat lapsed (``node_heartbeat_s``). The catalogue (queues and
-pull consumers) is held in memory and reloaded on ``ocd_catalogue`` notifications and at
-least every ``CATALOGUE_FRESH_S``.
+pull consumers) is held in memory and reloaded on ``ocd_catalogue`` notifications, when
+the change feed's connection is made again (or while it cannot be) and at least every
+``CATALOGUE_POLL_S``; each queue's backlog count is also read again while the dashboard
+watches (``queue_stats``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ from ocd.store.postgres.feed import Feed
 from ocd.store.postgres.writer import SHARDS, GroupWriter
 from ocd.store.rows import consumer_from_row, queue_from_row
 from ocd.store.values import CATALOGUE_FRESH_S, Backlog, DeadLetter, QueueRecord
+
+# While the change feed listens, a reload of the catalogue beside its notifications.
+CATALOGUE_POLL_S = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -450,22 +455,36 @@ class PostgresCore:
             )
 
     async def _feed_loop(self) -> None:
+        """Every ``CATALOGUE_FRESH_S``: the feed's connection made again if it was lost. The
+        catalogue is reloaded when notified of a change, when the feed was (re)made or is
+        down (notifications may have been missed) and otherwise every ``CATALOGUE_POLL_S``:
+        with thousands of queues a reload a second was most of an idle node's work."""
         assert self._feed is not None
+        loaded = -CATALOGUE_POLL_S
         while not self._stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._catalogue_dirty.wait(), CATALOGUE_FRESH_S)
+            notified = self._catalogue_dirty.is_set()
             self._catalogue_dirty.clear()
             if self._stopping.is_set():
                 return
+            connects = self._feed.connects
+            listening = False
             try:
-                if await self._feed.ensure():
+                listening = await self._feed.ensure()
+                if listening:
                     for key in self.catalogue.watched():
                         self._feed.listen(key)
-                await self._load()
+                missed = not listening or self._feed.connects != connects
+                if notified or missed or time.monotonic() - loaded >= CATALOGUE_POLL_S:
+                    await self._load()
+                    loaded = time.monotonic()
             except StoreError:
                 pass
-            # the fallback: a notification missed costs at most this long
-            self.catalogue.notify_all()
+            if not listening or self._feed.connects != connects:
+                # the fallback: a notification missed (the feed down, or down until now)
+                # costs at most this long
+                self.catalogue.notify_all()
 
     async def _load(self) -> None:
         """Replace the catalogue with the database's. A change this node made while the

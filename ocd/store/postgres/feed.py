@@ -2,9 +2,12 @@
 
 Commits notify ``ocd_q_<key>`` (messages of that queue may be ready) and ``ocd_catalogue``
 (queues or consumers changed). The feed sets the matching wake-up events and reloads the
-catalogue. Every ``CATALOGUE_FRESH_S`` it also reloads the catalogue and sets every event
-anyway, so that a notification missed while the connection was down costs at most that
-long; a lost connection is re-made on the next tick.
+catalogue. Every ``CATALOGUE_FRESH_S`` it also re-makes a lost connection; only then
+(notifications may have been missed while it was down), or while it cannot be made, does
+it set every event: a dispatcher reads its queue when something may have changed, not
+every second (10,000 idle queues were 10,000 reads a second). A channel listened to anew
+sets its event once it is live, for what was committed before. The connection runs one
+command at a time, so its LISTENs take turns (one at a time).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class Feed:
         self._on_catalogue = on_catalogue
         self._conn: asyncpg.Connection | None = None
         self._channels: set[str] = set()
+        self._turn = asyncio.Lock()  # one LISTEN at a time on the connection
+        self.connects = 0  # connections made: a new one may have missed notifications
 
     async def ensure(self) -> bool:
         """Connected and listening on every channel asked for; False if the database
@@ -41,14 +46,16 @@ class Feed:
         if self._conn is not None and not self._conn.is_closed():
             return True
         try:
-            conn = await self._connect()
-            await conn.add_listener(sql.CATALOGUE_CHANNEL, self._notified)
-            for ch in self._channels:
-                await conn.add_listener(ch, self._notified)
+            async with self._turn:
+                conn = await self._connect()
+                await conn.add_listener(sql.CATALOGUE_CHANNEL, self._notified)
+                for ch in list(self._channels):
+                    await conn.add_listener(ch, self._notified)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as e:
             log.debug("change feed: cannot connect: %s", e)
             return False
         self._conn = conn
+        self.connects += 1
         return True
 
     def listen(self, key: int) -> None:
@@ -62,8 +69,12 @@ class Feed:
             task.add_done_callback(_quiet)
 
     async def _add(self, ch: str) -> None:
-        if self._conn is not None and not self._conn.is_closed():
-            await self._conn.add_listener(ch, self._notified)
+        async with self._turn:
+            conn = self._conn
+            if conn is None or conn.is_closed():
+                return  # the next connection listens to it (``ensure``)
+            await conn.add_listener(ch, self._notified)
+        self._on_queue(int(ch[6:]))  # what was committed before the LISTEN was live
 
     def _notified(self, _conn: Any, _pid: int, channel: str, _payload: str) -> None:
         if channel == sql.CATALOGUE_CHANNEL:
@@ -81,4 +92,4 @@ class Feed:
 
 def _quiet(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.debug("change feed: listen failed: %s", task.exception())
+        log.warning("change feed: listen failed: %s", task.exception())

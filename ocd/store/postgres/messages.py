@@ -390,6 +390,10 @@ class PostgresMessages(PostgresCore):
     async def queue_stats(self, now_ms: int) -> dict[int, NotReady]:
         out: dict[int, NotReady] = {}
         async with self._db("read") as c:
+            # the dashboard watches: every node's sends and acks in its counts, not only
+            # this node's since the catalogue's last reload
+            for key, count in await c.fetch(sql.ALL_COUNTS):
+                self.catalogue.set_count(key, int(count))
             for q in self.catalogue.queues():
                 if q.fifo:
                     statement = sql.NOT_READY_ALL if q.settings.delivery_delay_s else sql.NOT_READY

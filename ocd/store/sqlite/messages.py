@@ -251,14 +251,13 @@ class SqliteMessages(SqliteCore):
 
     async def expire(self, now_ms: int, batch: int = 5000) -> list[Expired]:
         expired: list[Expired] = []
-        for queue in self.catalogue.queues():
+        # Exact in memory (this node makes every change): an empty queue, or a standard one
+        # with nothing old enough, has nothing to expire or compact: no write, no look.
+        busy = self.catalogue.with_messages()
+        for queue in [q for q in self.catalogue.queues() if q.key in busy]:
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
-            # Exact in memory (this node makes every change): an empty queue, or a standard
-            # one with nothing old enough, has nothing to expire or compact: no write.
             known = self.catalogue.backlog(queue.key)
-            if known is not None and (
-                known.count == 0 or (not queue.fifo and known.oldest_ms >= cutoff)
-            ):
+            if known is not None and not queue.fifo and known.oldest_ms >= cutoff:
                 continue
 
             def expire(tx: Tx, q: QueueRecord = queue, cutoff: int = cutoff) -> int:

@@ -64,6 +64,8 @@ from ocd.store import (
 
 log = logging.getLogger(__name__)
 
+ENSURE_AT_ONCE = 16  # config queues created at once at a start
+
 
 QueueKey = tuple[str, str]  # (account, queue name)
 
@@ -259,8 +261,11 @@ class Admin:
         """Create every queue the config names and is missing; a ``[[queues]]`` declaration
         also sets its queue's settings (a queue only named by a worker keeps its own)."""
         now = self.clock()
-        made: list[QueueRecord] = []
-        for q in queues:
+        # Several at a time: their commits share a sync (SQLite's group commit, concurrent
+        # PostgreSQL sessions), so that a first start with 10,000 queues takes seconds.
+        turns = asyncio.Semaphore(ENSURE_AT_ONCE)
+
+        async def ensure(q: QueueConfig) -> QueueRecord:
             settings = (
                 QueueSettings(
                     q.delivery_delay_s,
@@ -272,8 +277,10 @@ class Admin:
                 if q.declared
                 else None
             )
-            made.append(await self.store.ensure_queue(q.name, q.account, settings, now))
-        return made
+            async with turns:
+                return await self.store.ensure_queue(q.name, q.account, settings, now)
+
+        return list(await asyncio.gather(*(ensure(q) for q in queues)))
 
     # ---------------------------------------------------------------- consumers
 

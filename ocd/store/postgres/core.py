@@ -56,7 +56,7 @@ from ocd.store.rows import consumer_from_row, queue_from_row
 from ocd.store.values import CATALOGUE_FRESH_S, Backlog, DeadLetter, QueueRecord
 
 # While the change feed listens, a reload of the catalogue beside its notifications.
-CATALOGUE_POLL_S = 30.0
+CATALOGUE_POLL_S = 60.0
 
 log = logging.getLogger(__name__)
 
@@ -471,10 +471,9 @@ class PostgresCore:
             connects = self._feed.connects
             listening = False
             try:
+                # every channel asked for (a queue's first watcher asks, ``on_watch``) is
+                # listened to by the connection, or by the next one made
                 listening = await self._feed.ensure()
-                if listening:
-                    for key in self.catalogue.watched():
-                        self._feed.listen(key)
                 missed = not listening or self._feed.connects != connects
                 if notified or missed or time.monotonic() - loaded >= CATALOGUE_POLL_S:
                     await self._load()

@@ -73,7 +73,14 @@ class Feed:
             conn = self._conn
             if conn is None or conn.is_closed():
                 return  # the next connection listens to it (``ensure``)
-            await conn.add_listener(ch, self._notified)
+            try:
+                await conn.add_listener(ch, self._notified)
+            except BaseException:
+                # Deaf to this channel: a new connection (the next tick) listens to every
+                # channel again and wakes every queue.
+                with contextlib.suppress(Exception):
+                    conn.terminate()
+                raise
         self._on_queue(int(ch[6:]))  # what was committed before the LISTEN was live
 
     def _notified(self, _conn: Any, _pid: int, channel: str, _payload: str) -> None:

@@ -30,6 +30,18 @@ def volume(tmp_path: Path):
         pytest.skip(str(e))
 
 
+async def backlog_on_disk(data: Path, **options: int) -> int:
+    """The backlog of queue "jobs" as a store opened anew on ``data`` reads it."""
+    again = SqliteStore(data, **options)
+    await again.open(T0)
+    try:
+        q = again.queue("jobs")
+        assert q is not None
+        return again.backlog_count(q)
+    finally:
+        await again.close()
+
+
 async def fill_store(store: SqliteStore, queue: object) -> int:
     sent = 0
     while True:
@@ -95,13 +107,7 @@ async def test_a_commit_is_reported_committed_even_when_the_bookkeeping_after_it
     finally:
         store.on_commit = None
         await store.close()
-    again = SqliteStore(tmp_path / "data", disk_reserve_bytes=0)
-    await again.open(T0)
-    try:
-        q2 = again.queue("jobs")
-        assert q2 is not None and again.backlog_count(q2) == 1  # the send is on disk
-    finally:
-        await again.close()
+    assert await backlog_on_disk(tmp_path / "data", disk_reserve_bytes=0) == 1  # the send
 
 
 async def test_an_ack_that_meets_the_full_disk_first_is_done_in_the_reserves_room(volume: Path):
@@ -137,10 +143,5 @@ async def test_an_ack_that_meets_the_full_disk_first_is_done_in_the_reserves_roo
             await store.enqueue(q, [NewMessage("late", "json", b"{}", T0, T0)])
     finally:
         await store.close()
-    again = SqliteStore(data, disk_reserve_bytes=4 * 2**20, wal_limit_bytes=64 * 2**10)
-    await again.open(T0)
-    try:
-        q2 = again.queue("jobs")
-        assert q2 is not None and again.backlog_count(q2) == 0  # the ack is on disk
-    finally:
-        await again.close()
+    reopened = await backlog_on_disk(data, disk_reserve_bytes=4 * 2**20, wal_limit_bytes=2**16)
+    assert reopened == 0  # the ack is on disk

@@ -173,7 +173,7 @@ class Dispatcher:
             await self._sleep(None, IDLE_RECHECK_S)
             return
         woken = self.store.watch(q)
-        if self.store.known_empty(q):  # until a send: no read every IDLE_RECHECK_S
+        if self.store.known_empty(q):  # nothing to read for: sleep until a send wakes us
             await self._sleep(woken, None)
             return
         if q.settings.delivery_paused:

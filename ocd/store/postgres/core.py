@@ -469,20 +469,17 @@ class PostgresCore:
             if self._stopping.is_set():
                 return
             connects = self._feed.connects
-            listening = False
+            missed = True  # the feed down, or down until now: notifications may be lost
             try:
                 # every channel asked for (a queue's first watcher asks, ``on_watch``) is
                 # listened to by the connection, or by the next one made
-                listening = await self._feed.ensure()
-                missed = not listening or self._feed.connects != connects
+                missed = not await self._feed.ensure() or self._feed.connects != connects
                 if notified or missed or time.monotonic() - loaded >= CATALOGUE_POLL_S:
                     await self._load()
                     loaded = time.monotonic()
             except StoreError:
                 pass
-            if not listening or self._feed.connects != connects:
-                # the fallback: a notification missed (the feed down, or down until now)
-                # costs at most this long
+            if missed:  # the fallback: a notification missed costs at most this long
                 self.catalogue.notify_all()
 
     async def _load(self) -> None:

@@ -65,10 +65,11 @@ class Feed:
             return
         self._channels.add(ch)
         if self._conn is not None and not self._conn.is_closed():
-            task = asyncio.get_running_loop().create_task(self._add(ch), name="ocd-pg-listen")
+            task = asyncio.get_running_loop().create_task(self._add(key), name="ocd-pg-listen")
             task.add_done_callback(_quiet)
 
-    async def _add(self, ch: str) -> None:
+    async def _add(self, key: int) -> None:
+        ch = sql.queue_channel(key)
         async with self._turn:
             conn = self._conn
             if conn is None or conn.is_closed():
@@ -81,7 +82,7 @@ class Feed:
                 with contextlib.suppress(Exception):
                     conn.terminate()
                 raise
-        self._on_queue(int(ch[6:]))  # what was committed before the LISTEN was live
+        self._on_queue(key)  # what was committed before the LISTEN was live
 
     def _notified(self, _conn: Any, _pid: int, channel: str, _payload: str) -> None:
         if channel == sql.CATALOGUE_CHANNEL:

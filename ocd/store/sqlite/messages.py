@@ -253,8 +253,9 @@ class SqliteMessages(SqliteCore):
         expired: list[Expired] = []
         # Exact in memory (this node makes every change): an empty queue, or a standard one
         # with nothing old enough, has nothing to expire or compact: no write, no look.
+        queues = self.catalogue.queues()
         busy = self.catalogue.with_messages()
-        for queue in [q for q in self.catalogue.queues() if q.key in busy]:
+        for queue in [q for q in queues if q.key in busy]:
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
             known = self.catalogue.backlog(queue.key)
             if known is not None and not queue.fifo and known.oldest_ms >= cutoff:
@@ -285,7 +286,7 @@ class SqliteMessages(SqliteCore):
                 # it writes rows: a disk that fills meanwhile leaves it for the next sweep
                 with contextlib.suppress(StoreFull):
                     await self._submit(Call(fifo.compact, queue.key, durable=False, grows=True))
-        if not any(q.fifo for q in self.catalogue.queues()):
+        if not any(q.fifo for q in queues):
             return expired  # deduplication ids are FIFO queues' alone
         while await self._submit(Call(fifo.prune_dedup, now_ms, batch, durable=False)) >= batch:
             pass

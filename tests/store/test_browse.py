@@ -7,7 +7,17 @@ from __future__ import annotations
 import pytest
 
 from ocd.errors import QueueNotFound
-from ocd.store import BrowseCursor, BrowseQuery, Claim, DeadLetter, NewMessage, SearchQuery
+from ocd.store import (
+    BrowseCursor,
+    BrowseQuery,
+    Claim,
+    DeadLetter,
+    Expired,
+    NewMessage,
+    QueueSettings,
+    Retry,
+    SearchQuery,
+)
 from tests.store.conftest import T0
 
 NO_DLQ = DeadLetter(None)
@@ -41,6 +51,53 @@ async def test_browse_pages_by_cursor_in_send_order_both_ways(store):
     after = BrowseCursor(newest[-1].sent_ms, newest[-1].seq)
     more = await store.browse(q, now, BrowseQuery(limit=10, newest_first=True, after=after))
     assert [r.id for r in more] == [m.id for m in sent(7)][::-1][3:]
+
+
+async def test_messages_that_come_back_late_still_browse_search_and_expire_in_send_order(store):
+    """A message can sit behind newer ones in delivery order: retried, handed back, delayed,
+    moved in from another queue, or sent by a clock that read less. Browsing, search, the
+    oldest message and retention still go by send time."""
+    settings = QueueSettings(message_retention_period_s=60)
+    q = await store.ensure_queue("jobs", "local", settings, T0)
+    other = await store.ensure_queue("other", "local", None, T0)
+    await store.enqueue(q, sent(3, at=T0 + 100, step_ms=100, prefix="a"))  # a0 a1 a2
+    now = T0 + 400
+    d = (await store.claim(q, Claim(2, now, now + 60_000, 5, NO_DLQ))).deliveries
+    await store.settle(q, [], [Retry(d[0].seq, now + 100)], [], NO_DLQ, now)  # a0 retried
+    assert await store.release(q, [d[1].seq], now) == 1  # a1 handed back
+    await store.enqueue(q, sent(1, at=T0 + 50, prefix="s"))  # a clock that read less
+    await store.enqueue(q, sent(1, at=T0 + 250, prefix="d", delay_ms=10_000))
+    await store.enqueue(other, sent(1, at=T0 + 150, prefix="o"))
+    [o] = await store.browse(other, now, BrowseQuery())
+    assert await store.move_messages(other, q, [o.seq], now) == 1
+    await store.enqueue(q, sent(2, at=T0 + 400, step_ms=100, prefix="b"))  # b0 b1
+    order = ["s0", "a0", "o0", "a1", "d0", "a2", "b0", "b1"]
+    short = lambda rows: [r.id[0] + r.id[-1] for r in rows]  # noqa: E731
+
+    now = T0 + 1000
+    for limit in (1, 2, 3, 8):
+        for newest in (False, True):
+            seen, cursor = [], None
+            while page := await store.browse(
+                q, now, BrowseQuery(limit=limit, after=cursor, newest_first=newest)
+            ):
+                assert len(page) <= limit
+                seen += short(page)
+                cursor = BrowseCursor(page[-1].sent_ms, page[-1].seq)
+            assert seen == (order[::-1] if newest else order), (limit, newest)
+    ranged = BrowseQuery(sent_from_ms=T0 + 120, sent_to_ms=T0 + 300)
+    assert short(await store.browse(q, now, ranged)) == ["o0", "a1", "d0", "a2"]
+    newest_ranged = BrowseQuery(sent_from_ms=T0 + 120, sent_to_ms=T0 + 300, newest_first=True)
+    assert short(await store.browse(q, now, newest_ranged)) == ["a2", "d0", "a1", "o0"]
+    found = await store.search(q, now, SearchQuery(b'"n": 0', None, 5, 10, 200))
+    assert short(found.rows) == ["b0", "d0"] and found.scanned == 5  # b1 b0 a2 d0 a1
+    assert (await store.backlog(q)).oldest_ms == T0 + 50
+
+    expired = await store.expire(T0 + 60_260)  # sent before T0 + 260
+    assert expired == [Expired("local", "jobs", 5)]
+    assert short(await store.browse(q, now, BrowseQuery())) == ["a2", "b0", "b1"]
+    b = await store.backlog(q)
+    assert (b.count, b.oldest_ms) == (3, T0 + 300)
 
 
 async def test_browse_never_leases_or_counts_attempts(store):

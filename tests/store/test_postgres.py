@@ -275,6 +275,8 @@ F = 3  # the deep FIFO queue's key
 # functions (migrations/0010_log.sql), whose statements EXPLAIN does not show: they read
 # messages by primary key only (a run from the cursor, seqs named).
 
+_BROWSE = (1, T0, 100, -1, -1, 0, 1 << 62, 0, 10)  # from the start, any send time
+
 HOT = {
     "READY": (pg_sql.READY, (1, T0, 10)),
     "FIFO_PUSH_LEASES_HELD": (pg_sql.FIFO_PUSH_LEASES_HELD, (F, T0)),
@@ -292,6 +294,19 @@ HOT = {
     "NOT_READY_LOG": (pg_sql.NOT_READY_LOG, (1, T0)),
     "EXPIRE_LOG": (pg_sql.EXPIRE_LOG, (1, T0 - 49_990, 5000, 0)),
     "EXPIRABLE": (pg_sql.EXPIRABLE, (T0 + 4 * 86_400_000 - 49_990,)),
+    # and the rarer ones that read a queue's messages: no index starts with the queue for all
+    # of them (migrations/0015_late.sql). Search, a standard queue's purge and a FIFO queue's
+    # deletion read most of the deep queue, most of the table, where a scan is a fair plan.
+    "BROWSE": (pg_sql.browse(False, "any"), _BROWSE),
+    "BROWSE_NEWEST": (pg_sql.browse(True, "ready"), _BROWSE),
+    "BROWSE_IN_ORDER": (pg_sql.browse_in_order(False, "any"), _BROWSE),
+    "BROWSE_IN_ORDER_NEWEST": (pg_sql.browse_in_order(True, "ready"), _BROWSE),
+    "BROWSE_FIFO": (pg_sql.browse(False, "any"), (F, *_BROWSE[1:])),
+    "FIFO_SEARCH_WINDOW": (pg_sql.FIFO_SEARCH_WINDOW, (F, 200)),
+    "FIFO_EXPIRE": (pg_fifo_sql.FIFO_EXPIRE, (F, T0 - 10, 5000, 0)),
+    "LAST_SEQ": (pg_sql.LAST_SEQ, (F,)),
+    "PURGE_CHUNK": (pg_sql.PURGE_CHUNK, (F, 100, 5000, 0)),
+    "DELETE_QUEUE_ROWS": (pg_sql.DELETE_QUEUE_ROWS, (2,)),
 }
 
 

@@ -23,20 +23,16 @@ class PostgresBrowsing(PostgresCore):
             after_t = (after.sent_ms, after.seq)
         low = query.sent_from_ms if query.sent_from_ms is not None else 0
         high = query.sent_to_ms if query.sent_to_ms is not None else top
-        async with self._db("read") as c:
-            rows = await c.fetch(
-                sql.browse(query.newest_first, query.state),
-                queue.key,
-                now_ms,
-                query.body_bytes,
-                after_t[0],
-                after_t[1],
-                low,
-                high,
-                query.min_attempts,
-                query.limit,
-            )
-        return [_browsed(r) for r in rows]
+        args: tuple[int, ...] = (queue.key, now_ms, query.body_bytes, *after_t, low, high)
+        args += (query.min_attempts, query.limit)
+        async with self._db("read") as c, c.transaction(isolation="repeatable_read", readonly=True):
+            rows = await c.fetch(sql.browse(query.newest_first, query.state), *args)
+            if not queue.fifo:  # and the messages in order, merged (one snapshot)
+                rows += await c.fetch(sql.browse_in_order(query.newest_first, query.state), *args)
+        found = sorted(map(_browsed, rows), key=lambda b: (b.sent_ms, b.seq))
+        if query.newest_first:
+            found.reverse()
+        return found[: query.limit]
 
     async def message(self, queue: QueueRecord, seq: int, body_bytes: int) -> Browsed | None:
         async with self._db("read") as c:
@@ -56,7 +52,8 @@ class PostgresBrowsing(PostgresCore):
             rows = await c.fetch(
                 sql.SEARCH, queue.key, now_ms, body_bytes, scan_limit, needle, message_id, limit
             )
-            window = await c.fetchval(sql.SEARCH_WINDOW, queue.key, scan_limit)
+            window_sql = sql.FIFO_SEARCH_WINDOW if queue.fifo else sql.SEARCH_WINDOW
+            window = await c.fetchval(window_sql, queue.key, scan_limit)
         return Searched([_browsed(r) for r in rows], int(window))
 
 

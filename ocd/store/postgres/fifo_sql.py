@@ -131,8 +131,9 @@ SELECT count(*) FROM mv
 
 FIFO_EXPIRE = f"""
 WITH d AS (
-  DELETE FROM ocd_messages WHERE seq IN (
-    SELECT seq FROM ocd_messages WHERE queue = $1 AND sent_ms < $2 LIMIT $3)
+  DELETE FROM ocd_messages WHERE queue + 0 = $1 AND seq = ANY(ARRAY(
+    SELECT seq FROM ocd_messages WHERE queue = $1 AND late AND sent_ms < $2
+    ORDER BY sent_ms LIMIT $3))
   RETURNING size, grp),
 c AS (
   {count_change("d", "$1", "$4", "-")})

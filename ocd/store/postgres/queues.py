@@ -126,7 +126,8 @@ class PostgresQueues(FromCatalogue, PostgresCore):
             await c.execute(sql.LOCK_CURSOR, queue.key)
             await c.execute(sql.LOCK_TAIL, queue.key)
             await c.execute(sql.DELETE_QUEUE, queue.key)
-            await c.execute(sql.DELETE_QUEUE_ROWS, queue.key)
+            rows = sql.DELETE_FIFO_QUEUE_ROWS if queue.fifo else sql.DELETE_QUEUE_ROWS
+            await c.execute(rows, queue.key)
             await c.execute(sql.NOTIFY, sql.CATALOGUE_CHANNEL)
             await c.execute(sql.NOTIFY, sql.queue_channel(queue.key))
         self.catalogue.forget(queue)

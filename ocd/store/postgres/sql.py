@@ -104,6 +104,10 @@ RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_
           retention_s, paused, purged_ms, content_dedup, dedup_scope
 """
 
+# The rows of standard queue $1 (both bands), by primary key: ocd_messages has no index that
+# starts with queue for every row (a FIFO queue's rows: by its late or group index).
+_OF_QUEUE = "seq >= $1::bigint << 40 AND seq < ($1::bigint + 1) << 40 AND queue + 0 = $1"
+
 # A queue's deletion: its cursor and tail rows locked (``queues.delete_queue`` says why),
 # then its row (the rows with a foreign key go with it), which waits for every transaction
 # adding messages to it (they hold its tail row or its row); then, in a statement of its own
@@ -113,11 +117,12 @@ RETURNING key, account, name, queue_id, created_ms, modified_ms, delivery_delay_
 LOCK_CURSOR = "SELECT 1 FROM ocd_cursors WHERE queue = $1 FOR UPDATE"
 LOCK_TAIL = "SELECT 1 FROM ocd_tails WHERE queue = $1 FOR UPDATE"
 DELETE_QUEUE = "DELETE FROM ocd_queues WHERE key = $1"
-DELETE_QUEUE_ROWS = """
+DELETE_QUEUE_ROWS = f"""
 WITH l AS (DELETE FROM ocd_leases WHERE queue = $1), h AS (DELETE FROM ocd_held WHERE queue = $1),
 d AS (DELETE FROM ocd_dedup WHERE queue = $1)
-DELETE FROM ocd_messages WHERE queue = $1
+DELETE FROM ocd_messages WHERE {_OF_QUEUE}
 """
+DELETE_FIFO_QUEUE_ROWS = DELETE_QUEUE_ROWS.replace(_OF_QUEUE, "queue = $1 AND late")
 MARK_PURGED = "UPDATE ocd_queues SET purged_ms = $1 WHERE key = $2"
 
 NOTIFY = "SELECT pg_notify($1, '')"
@@ -169,25 +174,34 @@ DELAYED = 1 << 39  # the delayed band's offset in them
 # (FIFO rows' seqs) moves on by one a message, so that the database's position (``mark.py``)
 # counts every message sent, as it did when every row took its seq from it.
 ENQUEUE = f"""
-WITH m AS (
-  SELECT u.*, u.vis > u.sent AS delayed,
-         row_number() OVER (PARTITION BY u.queue, u.vis > u.sent ORDER BY u.o) AS k
+WITH u AS (
+  SELECT u.*, u.vis > u.sent AS delayed
   FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::bigint[],
               $7::bigint[], $8::bytea[]) WITH ORDINALITY
        AS u (queue, id, ct, body, size, sent, vis, attrs, o)),
+m AS (
+  SELECT u.*, row_number() OVER (PARTITION BY u.queue, u.delayed ORDER BY u.o) AS k,
+         max(u.sent) OVER (PARTITION BY u.queue ORDER BY u.o
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+  FROM u),
 n AS (
   SELECT queue, count(*) FILTER (WHERE NOT delayed) AS r, count(*) FILTER (WHERE delayed) AS d,
-         sum(size) AS b
+         sum(size) AS b, max(sent) AS top
   FROM m GROUP BY queue),
 t AS (
-  INSERT INTO ocd_tails AS t (queue, tail, dtail) SELECT queue, r, d FROM n ORDER BY queue
-  ON CONFLICT (queue) DO UPDATE SET tail = t.tail + excluded.tail, dtail = t.dtail + excluded.dtail
-  RETURNING queue, tail, dtail),
+  INSERT INTO ocd_tails AS t (queue, tail, dtail, floor_ms)
+  SELECT queue, r, d, top FROM n ORDER BY queue
+  ON CONFLICT (queue) DO UPDATE SET tail = t.tail + excluded.tail, dtail = t.dtail + excluded.dtail,
+                                    was_ms = t.floor_ms,
+                                    floor_ms = greatest(t.floor_ms, excluded.floor_ms)
+  RETURNING queue, tail, dtail, was_ms),
 ins AS (
-  INSERT INTO ocd_messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, attrs)
+  INSERT INTO ocd_messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, attrs,
+                            late)
   SELECT (m.queue << 40) + m.k - 1
          + CASE WHEN m.delayed THEN {DELAYED} + t.dtail - n.d ELSE t.tail - n.r END,
-         m.queue, m.id, m.ct, m.body, m.size, m.sent, m.vis, m.attrs
+         m.queue, m.id, m.ct, m.body, m.size, m.sent, m.vis, m.attrs,
+         m.delayed OR m.sent < greatest(t.was_ms, m.before)
   FROM m JOIN n USING (queue) JOIN t USING (queue)
   RETURNING seq, queue, sent_ms, visible_ms),
 h AS (
@@ -201,19 +215,32 @@ c AS (
 SELECT max(nextval('ocd_messages_seq_seq')) FROM generate_series(1, (SELECT count(*) FROM m))
 """
 
-BACKLOGS_AND_NOTIFY = """
+
+def _oldest(q: str) -> str:
+    """The send time of queue ``q``'s oldest message: the first of its ready band (no message
+    in order after it was sent before it), or the oldest late one
+    (``migrations/0015_late.sql``)."""
+    return (
+        f"least((SELECT m.sent_ms FROM ocd_messages m WHERE m.seq >= {q}::bigint << 40 "
+        f"AND m.seq < ({q}::bigint << 40) + {DELAYED} AND m.queue + 0 = {q} "
+        f"ORDER BY m.seq LIMIT 1), (SELECT m.sent_ms FROM ocd_messages m "
+        f"WHERE m.queue = {q} AND m.late ORDER BY m.sent_ms LIMIT 1))"
+    )
+
+
+BACKLOGS_AND_NOTIFY = f"""
 SELECT q,
        (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = q),
        (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = q),
-       (SELECT min(sent_ms) FROM ocd_messages WHERE queue = q),
+       {_oldest("q")},
        pg_notify('ocd_q_' || q, '')
 FROM unnest($1::bigint[]) AS q
 """
 
-BACKLOG = """
+BACKLOG = f"""
 SELECT (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = $1),
        (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = $1),
-       (SELECT min(sent_ms) FROM ocd_messages WHERE queue = $1)
+       {_oldest("$1")}
 """
 
 ALL_COUNTS = "SELECT queue, sum(count)::bigint FROM ocd_counts GROUP BY queue"
@@ -370,24 +397,34 @@ WHERE m.seq = ANY($4::bigint[]) AND m.queue + 0 = $1
 RETURNING o.grp
 """
 
-# The queues with a message past its retention period ($1: now), from each one's oldest (one
-# probe of the (queue, sent_ms) index): a sweep writes nothing to a queue with nothing to
-# expire.
-EXPIRABLE = """
-SELECT q.key FROM ocd_queues q,
-  LATERAL (SELECT m.sent_ms FROM ocd_messages m WHERE m.queue = q.key
-           ORDER BY m.sent_ms LIMIT 1) AS oldest
-WHERE oldest.sent_ms < $1 - q.retention_s::bigint * 1000
+# The queues with a message past its retention period ($1: now), from each one's oldest (two
+# probes, ``_oldest``): a sweep writes nothing to a queue with nothing to expire.
+EXPIRABLE = f"""
+SELECT q.key FROM ocd_queues q WHERE {_oldest("q.key")} < $1 - q.retention_s::bigint * 1000
 """
 
 # Retention and purge delete in bounded chunks, so no statement holds a queue for long.
 # Retention of a standard queue: held rows go with their messages; the seqs deleted, for the
 # leases.
+# Past their time: the late ones (their index) and the ready band's first ones, up to the
+# first that is not: no message in order after that one was sent before it
+# (``migrations/0015_late.sql``).
 EXPIRE_LOG = f"""
-WITH d AS (
-  DELETE FROM ocd_messages WHERE seq IN (
-    SELECT seq FROM ocd_messages WHERE queue = $1 AND sent_ms < $2 LIMIT $3
-    FOR UPDATE SKIP LOCKED)
+WITH e AS (
+  SELECT seq FROM ocd_messages WHERE queue = $1 AND late AND sent_ms < $2 LIMIT $3
+  FOR UPDATE SKIP LOCKED),
+f AS (
+  SELECT seq FROM ocd_messages
+  WHERE seq >= $1::bigint << 40 AND queue + 0 = $1
+    AND seq < coalesce((SELECT x.seq FROM ocd_messages x
+                        WHERE x.seq >= $1::bigint << 40 AND x.seq < {_BAND_END}
+                          AND x.queue + 0 = $1 AND x.sent_ms >= $2
+                        ORDER BY x.seq LIMIT 1), {_BAND_END})
+  ORDER BY seq LIMIT $3
+  FOR UPDATE SKIP LOCKED),
+d AS (
+  DELETE FROM ocd_messages
+  WHERE seq = ANY(ARRAY(SELECT seq FROM e UNION ALL SELECT seq FROM f)) AND queue + 0 = $1
   RETURNING seq, size),
 c AS (
   {count_change("d", "$1", "$4", "-")}),
@@ -396,18 +433,19 @@ h AS (
 SELECT count(*), min(seq), max(seq) FROM d
 """
 
-LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM ocd_messages WHERE queue = $1"
+# (FIFO queues: their rows are all late, ``migrations/0015_late.sql``)
+LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM ocd_messages WHERE queue = $1 AND late"
 
 # A standard queue's purge: every message of the queue but those its two bands gave since
 # the purge began ($2 and $3: the first seq each band would give then).
 PURGE_BOUNDS = "SELECT tail, dtail FROM ocd_tails WHERE queue = $1"
 PURGE_LOG_CHUNK = f"""
 WITH d AS (
-  DELETE FROM ocd_messages WHERE seq IN (
+  DELETE FROM ocd_messages WHERE queue + 0 = $1 AND seq = ANY(ARRAY(
     SELECT seq FROM ocd_messages
-    WHERE queue = $1 AND NOT (seq >= $2 AND seq < ($1::bigint << 40) + {DELAYED})
+    WHERE {_OF_QUEUE} AND NOT (seq >= $2 AND seq < ($1::bigint << 40) + {DELAYED})
       AND NOT (seq >= $3 AND seq < ($1::bigint + 1) << 40)
-    LIMIT $4)
+    ORDER BY seq LIMIT $4))
   RETURNING seq, size),
 c AS (
   {count_change("d", "$1", "$5", "-")}),
@@ -425,7 +463,7 @@ DELETE FROM ocd_leases WHERE queue = $1 AND hi < $2
 PURGE_CHUNK = f"""
 WITH d AS (
   DELETE FROM ocd_messages WHERE seq IN (
-    SELECT seq FROM ocd_messages WHERE queue = $1 AND seq <= $2 LIMIT $3)
+    SELECT seq FROM ocd_messages WHERE queue = $1 AND late AND seq <= $2 LIMIT $3)
   RETURNING size),
 c AS (
   {count_change("d", "$1", "$4", "-")})
@@ -548,14 +586,16 @@ SELECT setval(pg_get_serial_sequence('ocd_queues', 'key'),
 """
 # the bands the kept seqs lie in give no seq at or below them
 TAILS_AFTER_COPY = f"""
-INSERT INTO ocd_tails AS t (queue, tail, dtail)
+INSERT INTO ocd_tails AS t (queue, tail, dtail, floor_ms)
 SELECT seq >> 40,
        coalesce(max((seq & {SPAN - 1}) + 1) FILTER (WHERE seq & {DELAYED} = 0), 0),
-       coalesce(max((seq & {DELAYED - 1}) + 1) FILTER (WHERE seq & {DELAYED} <> 0), 0)
+       coalesce(max((seq & {DELAYED - 1}) + 1) FILTER (WHERE seq & {DELAYED} <> 0), 0),
+       max(sent_ms)
 FROM ocd_messages WHERE seq >= 1::bigint << 40 AND (seq >> 40) IN (SELECT key FROM ocd_queues)
 GROUP BY seq >> 40
 ON CONFLICT (queue) DO UPDATE
-SET tail = greatest(t.tail, excluded.tail), dtail = greatest(t.dtail, excluded.dtail)
+SET tail = greatest(t.tail, excluded.tail), dtail = greatest(t.dtail, excluded.dtail),
+    floor_ms = greatest(t.floor_ms, excluded.floor_ms)
 """
 HOLD_COPIED = """
 INSERT INTO ocd_held (seq, queue, until_ms, attempts, first_received_ms)
@@ -600,15 +640,37 @@ _STATES = {
 
 @functools.cache
 def browse(newest_first: bool, state: str) -> str:
-    """A keyset page over the (queue, sent_ms) index from the cursor (sent_ms, seq), no
-    offset. Parameters $1 queue, $2 now, $3 body bytes, $4 $5 cursor, $6 $7 send-time
-    range, $8 least attempts, $9 limit."""
+    """A keyset page of a queue's late messages (``migrations/0015_late.sql``: a FIFO queue's
+    are all late) over their (queue, sent_ms, seq) index from the cursor (sent_ms, seq), no
+    offset. Parameters $1 queue, $2 now, $3 body bytes, $4 $5 cursor, $6 $7 send-time range,
+    $8 least attempts, $9 limit."""
     op, order = ("<", "DESC") if newest_first else (">", "ASC")
     return (
         f"SELECT {_BROWSED} FROM ocd_message_states "
-        f"WHERE queue = $1 AND (sent_ms, seq) {op} ($4::bigint, $5::bigint) "
+        f"WHERE queue = $1 AND late AND (sent_ms, seq) {op} ($4::bigint, $5::bigint) "
         f"AND sent_ms BETWEEN $6 AND $7 AND attempts >= $8{_STATES[state]} "
         f"ORDER BY sent_ms {order}, seq {order} LIMIT $9"
+    )
+
+
+@functools.cache
+def browse_in_order(newest_first: bool, state: str) -> str:
+    """The same page of a standard queue's messages in order (not late): its ready band in seq
+    order, which is their send time order, between the seqs ``ocd_seek`` finds for the cursor
+    and the range. The caller merges the two pages."""
+    band = f"$1::bigint << 40, ($1::bigint << 40) + {DELAYED}"
+    since = f"ocd_seek($1, {band}, $6::bigint, -1)"
+    until = f"ocd_seek($1, {band}, $7::bigint + 1, -1)"
+    if newest_first:  # before the cursor
+        at = f"ocd_seek($1, {band}, $4::bigint, $5::bigint)"
+        lo, hi, order = since, f"least({at}, {until})", "DESC"
+    else:  # after it
+        at = f"ocd_seek($1, {band}, $4::bigint, $5::bigint + 1)"
+        lo, hi, order = f"greatest({at}, {since})", until, "ASC"
+    return (
+        f"SELECT {_BROWSED} FROM ocd_message_states "
+        f"WHERE seq >= {lo} AND seq < {hi} AND queue + 0 = $1 AND NOT late "
+        f"AND attempts >= $8{_STATES[state]} ORDER BY seq {order} LIMIT $9"
     )
 
 
@@ -617,18 +679,31 @@ MESSAGE_BY_SEQ = f"SELECT {_BROWSED} FROM ocd_message_states WHERE seq = $4 AND 
 # Which of the seqs $2 the queue $1 holds.
 PRESENT_SEQS = "SELECT seq FROM ocd_messages WHERE seq = ANY($2::bigint[]) AND queue + 0 = $1"
 
-# The newest $4 messages of a queue, then the matches among them, as readers see them.
+# The newest $4 messages of a queue (of those in order and the late ones), then the matches
+# among them, as readers see them.
 SEARCH = f"""
-SELECT {_BROWSED} FROM ocd_message_states WHERE queue + 0 = $1 AND seq IN (
+SELECT {_BROWSED} FROM ocd_message_states WHERE queue + 0 = $1 AND seq = ANY(ARRAY(
   SELECT seq FROM (
-    SELECT seq, sent_ms, body, id FROM ocd_messages WHERE queue = $1
+    SELECT * FROM (
+      (SELECT seq, sent_ms, body, id FROM ocd_messages
+       WHERE seq >= $1::bigint << 40 AND seq < {_BAND_END} AND queue + 0 = $1 AND NOT late
+       ORDER BY seq DESC LIMIT $4)
+      UNION ALL
+      (SELECT seq, sent_ms, body, id FROM ocd_messages WHERE queue = $1 AND late
+       ORDER BY sent_ms DESC, seq DESC LIMIT $4)) u
     ORDER BY sent_ms DESC, seq DESC LIMIT $4) w
   WHERE ($5::bytea IS NULL OR position($5::bytea in body) > 0) AND ($6::text IS NULL OR id = $6)
-  ORDER BY sent_ms DESC, seq DESC LIMIT $7)
+  ORDER BY sent_ms DESC, seq DESC LIMIT $7))
 ORDER BY sent_ms DESC, seq DESC
 """
 
-SEARCH_WINDOW = "SELECT count(*) FROM (SELECT 1 FROM ocd_messages WHERE queue = $1 LIMIT $2) w"
+SEARCH_WINDOW = f"""
+SELECT count(*) FROM (SELECT 1 FROM ocd_messages WHERE {_OF_QUEUE} ORDER BY seq LIMIT $2) w
+"""
+FIFO_SEARCH_WINDOW = """
+SELECT count(*) FROM (SELECT 1 FROM ocd_messages WHERE queue = $1 AND late
+                      ORDER BY sent_ms LIMIT $2) w
+"""
 
 # ------------------------------------------------------------------ bulk move tasks
 

@@ -220,11 +220,13 @@ def _oldest(q: str) -> str:
     """The send time of queue ``q``'s oldest message: the first of its ready band (no message
     in order after it was sent before it), or the oldest late one
     (``migrations/0015_late.sql``)."""
+    first = (  # min(): a walk of the primary key, whatever the statistics say
+        f"SELECT min(f.seq) FROM ocd_messages f WHERE f.seq >= {q}::bigint << 40 "
+        f"AND f.seq < ({q}::bigint << 40) + {DELAYED}"
+    )
     return (
-        f"least((SELECT m.sent_ms FROM ocd_messages m WHERE m.seq >= {q}::bigint << 40 "
-        f"AND m.seq < ({q}::bigint << 40) + {DELAYED} AND m.queue + 0 = {q} "
-        f"ORDER BY m.seq LIMIT 1), (SELECT m.sent_ms FROM ocd_messages m "
-        f"WHERE m.queue = {q} AND m.late ORDER BY m.sent_ms LIMIT 1))"
+        f"least((SELECT m.sent_ms FROM ocd_messages m WHERE m.seq = ({first})), "
+        f"(SELECT min(m.sent_ms) FROM ocd_messages m WHERE m.queue = {q} AND m.late))"
     )
 
 
@@ -416,10 +418,9 @@ WITH e AS (
 f AS (
   SELECT seq FROM ocd_messages
   WHERE seq >= $1::bigint << 40 AND queue + 0 = $1
-    AND seq < coalesce((SELECT x.seq FROM ocd_messages x
+    AND seq < coalesce((SELECT min(x.seq) FROM ocd_messages x
                         WHERE x.seq >= $1::bigint << 40 AND x.seq < {_BAND_END}
-                          AND x.queue + 0 = $1 AND x.sent_ms >= $2
-                        ORDER BY x.seq LIMIT 1), {_BAND_END})
+                          AND x.sent_ms >= $2), {_BAND_END})
   ORDER BY seq LIMIT $3
   FOR UPDATE SKIP LOCKED),
 d AS (

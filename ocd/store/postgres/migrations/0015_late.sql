@@ -62,8 +62,8 @@ BEGIN
   WHILE a < b LOOP
     mid := a + (b - a) / 2;
     SELECT m.seq, m.sent_ms INTO s, t FROM ocd_messages m
-    WHERE m.seq >= mid AND m.seq < b AND m.queue + 0 = q AND NOT m.late
-    ORDER BY m.seq LIMIT 1;
+    WHERE m.seq = (SELECT min(x.seq) FROM ocd_messages x
+                   WHERE x.seq >= mid AND x.seq < b AND NOT x.late);
     IF s IS NULL THEN
       b := mid;
     ELSIF (t, s) >= (at_ms, at_seq) THEN

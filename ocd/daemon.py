@@ -13,7 +13,6 @@ import contextlib
 import functools
 import logging
 import time
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
 from ocd.errors import (
     ConfigError,
     OcdError,
+    StartupError,
     StoreError,
     StoreLoopDied,
     WorkerLoadError,
@@ -40,12 +40,9 @@ from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.browsers import Guard
 from ocd.http.cloudflare.app import add_api
 from ocd.http.cloudflare.context import ApiContext
-from ocd.http.cloudflare.envelope import error_response
-from ocd.http.guard import Gate, GuardedSite, Timeouts, gate_for
+from ocd.http.listeners import Listeners, sqs_verifier
 from ocd.http.ops import OpsRoutes
-from ocd.http.sqs.app import SqsApp, protocol_error, status_reply
 from ocd.http.sqs.context import SqsContext
-from ocd.http.sqs.sigv4 import Key, Verifier
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.js.host import WorkerdHost, js_workers, prepare
@@ -76,10 +73,6 @@ _LISTENER_SETTINGS = (
 STATUS_EVERY_S = 10.0
 
 
-class StartupError(OcdError):
-    """The daemon could not start: port taken, database unwritable, ..."""
-
-
 def load_workers(config: Config, fresh: bool = False) -> list[LoadedWorker]:
     """Import every worker module; raises WorkerLoadErrors listing every one that fails."""
     return loader.load_workers(config.workers, fresh)
@@ -96,13 +89,7 @@ class Daemon:
     dispatchers: dict[tuple[str, str], Dispatcher] = field(default_factory=dict)
     api: ApiContext | None = None
     router: WorkerRouter | None = None
-    port: int = 0
-    _runner: web.AppRunner | None = None
-    _sqs_runner: web.AppRunner | None = None
-    _sqs_ctx: SqsContext | None = None
-    sqs_port: int = 0
-    gate: Gate | None = None  # open connections over every listener, and their cap
-    bound: dict[str, str] = field(default_factory=dict)  # listener -> host, until a restart
+    listeners: Listeners = field(default_factory=Listeners)
     _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     _failed: asyncio.Event = field(default_factory=asyncio.Event)
     failure: BaseException | None = None
@@ -337,89 +324,20 @@ class Daemon:
             self.ui.add_to(app.router)
             self._supervise("ocd-ui-live", self.ui.hub.run())
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.router.handle)  # %0A too
-        self._runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=server.shutdown_timeout_s,
-            auto_decompress=False,  # ocd.http.body inflates, after auth, within the limit
-        )
-        await self._runner.setup()
-        self.gate = self.gate or gate_for(server.max_connections)
-        site = self._site(self._runner, server.host, server.port, error_response)
-        try:
-            await site.start()
-        except OSError as e:
-            await self._runner.cleanup()
-            self._runner = None
-            raise StartupError(f"cannot listen on {server.listen}: {e.strerror or e}") from e
-        self.port = _bound_port(site) or server.port
-        self.bound["server"] = server.host
-        await self._start_sqs(pull)
-
-    async def _start_sqs(self, pull: PullService) -> None:
-        """The SQS endpoint's own listener, when ``[sqs]`` is configured."""
+        await self.listeners.start(app, server)
         sqs = self.config.sqs
-        if sqs is None:
-            return
-        ctx = SqsContext(
-            self.store,
-            self.producer,
-            pull,
-            self.admin,
-            self.clock,
-            sqs.region,
-            sqs.public_url,
-            verifier=sqs_verifier(self.config),
-        )
-        self._sqs_ctx = ctx
-        app = web.Application(client_max_size=2 * MIB)
-        app[BODY_POLICY] = BodyPolicy(2 * MIB, self.config.server.body_timeout_s)
-        also = (urllib.parse.urlsplit(sqs.public_url).hostname or "",) if sqs.public_url else ()
-        SqsApp(ctx, Guard(sqs.host, lambda: ctx.verifier is None, also)).add_to(app)
-        self._sqs_runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=self.config.server.shutdown_timeout_s,
-            auto_decompress=False,
-        )
-        await self._sqs_runner.setup()
-        site = self._site(self._sqs_runner, sqs.host, sqs.port, status_reply, protocol_error)
-        try:
-            await site.start()
-        except OSError as e:
-            await self._sqs_runner.cleanup()
-            self._sqs_runner = None
-            if self._runner is not None:
-                await self._runner.cleanup()
-                self._runner = None
-            raise StartupError(f"cannot listen on {sqs.listen} (sqs): {e.strerror or e}") from e
-        self.sqs_port = _bound_port(site) or sqs.port
-        self.bound["sqs"] = sqs.host
-        log.info(
-            "SQS endpoint on http://%s:%d",
-            sqs.host,
-            self.sqs_port,
-            extra={"event": "sqs_started", "listen": f"{sqs.host}:{self.sqs_port}"},
-        )
-
-    def _site(
-        self, runner: web.AppRunner, host: str, port: int, error: Any, request_error: Any = None
-    ) -> web.TCPSite:
-        """A listener with the [server] connection limits (``ocd.http.guard``)."""
-        s = self.config.server
-        assert self.gate is not None
-        timeouts = Timeouts(s.header_timeout_s, s.keepalive_timeout_s)
-        return GuardedSite(
-            runner,
-            host,
-            port,
-            gate=self.gate,
-            timeouts=timeouts,
-            error=error,
-            request_error=request_error,
-        )
+        if sqs is not None:
+            ctx = SqsContext(
+                self.store,
+                self.producer,
+                pull,
+                self.admin,
+                self.clock,
+                sqs.region,
+                sqs.public_url,
+                verifier=sqs_verifier(self.config),
+            )
+            await self.listeners.start_sqs(ctx, sqs, server)
 
     def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
         routes = [
@@ -580,10 +498,7 @@ class Daemon:
         timeout = self.config.server.shutdown_timeout_s if timeout_s is None else timeout_s
         started = time.monotonic()
         log.info("shutting down: draining up to %.0f s", timeout, extra={"event": "stopping"})
-        for runner in (self._runner, self._sqs_runner):
-            if runner is not None:
-                for site in list(runner.sites):
-                    await site.stop()  # stop accepting new connections
+        await self.listeners.stop_accepting()
         if self.api is not None:
             self.api.pull.close()  # long polls answer now instead of holding the drain
         if self.ui is not None:
@@ -607,12 +522,7 @@ class Daemon:
         if self.router is not None and self.router.background:
             left = max(0.0, timeout - (time.monotonic() - started))
             await asyncio.wait(set(self.router.background), timeout=left)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._sqs_runner is not None:
-            await self._sqs_runner.cleanup()
-            self._sqs_runner = None
+        await self.listeners.close()
         await self._stop_background()
         if self.js is not None:
             await self.js.stop()
@@ -645,7 +555,7 @@ class Daemon:
         try:
             try:
                 config = load_config(self.config.path, port=self.config.port_override)
-                weaker = weakenings(self.config, config, self.bound)
+                weaker = weakenings(self.config, config, self.listeners.bound)
                 if weaker:  # judged against where the sockets are bound, not where it says
                     raise ConfigError(weaker)
                 workers = load_workers(config, fresh=True)
@@ -710,8 +620,7 @@ class Daemon:
                     extra={"event": "reload_needs_restart", "key": f"store.{setting}"},
                 )
         self.config = config
-        if self._sqs_ctx is not None:  # SQS keys added, revoked or rotated take effect now
-            self._sqs_ctx.verifier = sqs_verifier(config)
+        self.listeners.reconfigure(config)  # SQS keys added, revoked or rotated
         # What the new config names is protected before its queues are made.
         self.admin.configure(config)
         await self._ensure_queues()
@@ -760,6 +669,15 @@ class Daemon:
         return await OpsRoutes(self).report()
 
     @property
+    def port(self) -> int:
+        """The main listener's port (the configured one, or the one port 0 was given)."""
+        return self.listeners.port
+
+    @property
+    def sqs_port(self) -> int:
+        return self.listeners.sqs_port
+
+    @property
     def workerd_state(self) -> str | None:
         if self.js is None:
             return None
@@ -802,25 +720,6 @@ def _bind_call(handler: Handler, env: runtime.Env) -> QueueCall:
 
 def _dispatch_task(key: tuple[str, str]) -> str:
     return f"ocd-dispatch-{key[0]}/{key[1]}"
-
-
-def _bound_port(site: web.TCPSite) -> int | None:
-    server: Any = site._server  # aiohttp keeps the asyncio Server here; port 0 needs it
-    sockets = getattr(server, "sockets", None) or []
-    return int(sockets[0].getsockname()[1]) if sockets else None
-
-
-def sqs_verifier(config: Config) -> Verifier | None:
-    """The SQS endpoint's SigV4 gate: every account's ``sqs_keys``; None without accounts."""
-    if not config.accounts or config.sqs is None:
-        return None
-    keys = {
-        k.access_key_id: Key(a.id, a.sqs_account_id, k.secret)
-        for a in config.accounts
-        if a.sqs_account_id is not None
-        for k in a.sqs_keys
-    }
-    return Verifier(keys, True, config.sqs.region)
 
 
 # Names a startup line lists before it counts the rest: thousands of queues make one line

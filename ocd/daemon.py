@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,13 +18,13 @@ from typing import Any
 from aiohttp import web
 
 import runtime
-from ocd import cron, loader
+from ocd import loader
 from ocd.admin import Admin
-from ocd.catchall import catch_all, routes_of, serving
+from ocd.catchall import catch_all
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
-from ocd.config import Config, ConsumerConfig, WorkerConfig, load_config
-from ocd.d1 import D1Binding, D1Service
-from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
+from ocd.config import Config, load_config
+from ocd.d1 import D1Service
+from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind
 from ocd.errors import (
     ConfigError,
     OcdError,
@@ -35,7 +34,6 @@ from ocd.errors import (
     WorkerLoadError,
     WorkerLoadErrors,
 )
-from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.browsers import Guard
 from ocd.http.cloudflare.app import add_api
@@ -47,19 +45,18 @@ from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
 from ocd.js.host import WorkerdHost, js_workers, prepare
 from ocd.js.workerd import WorkerdFailed
-from ocd.kv import KvBinding, KvService
-from ocd.loader import Handler, LoadedWorker
+from ocd.kv import KvService
+from ocd.loader import LoadedWorker
 from ocd.metrics import Metrics
 from ocd.notify import Notifier
 from ocd.posture import weakenings
 from ocd.producer import Producer
 from ocd.pull import PullService
-from ocd.python_handler import QueueCall
 from ocd.r2 import R2Service
-from ocd.scheduler import Schedule, Scheduler, schedules_of
+from ocd.scheduler import Scheduler
 from ocd.services import ServiceSocket
-from ocd.store import KvNamespace, Store, make_store
-from runtime.unsupported import Unsupported
+from ocd.store import Store, make_store
+from ocd.wiring import consumer_plan, env_of, routes, schedules, serving_workers
 
 log = logging.getLogger(__name__)
 
@@ -147,14 +144,15 @@ class Daemon:
             await self.services.start()
             await self._start_js()
             try:
-                self.catch_all = catch_all(self.config, self._serving(self.workers, self.js))
+                self.catch_all = catch_all(self.config, serving_workers(self.workers, self.js))
             except ConfigError as e:
                 raise StartupError(str(e)) from e
-            envs = {w.config.name: self._env(w.config) for w in self.workers}
+            envs = self.envs_of(self.workers)
             self.envs = envs
-            for key, (worker, policy, kind) in self._consumer_plan(self.workers, envs).items():
+            plan = consumer_plan(self.config, self.workers, envs, self.js)
+            for key, (worker, policy, kind) in plan.items():
                 self._start_dispatcher(key, worker, policy, kind)
-            self.scheduler.set_schedules(self._schedules(self.workers, envs))
+            self.scheduler.set_schedules(schedules(self.config, self.workers, envs, self.js))
             self._supervise("ocd-cron", self.scheduler.run())
             self._supervise("ocd-retention", self._retention_loop())
             if isinstance(self.clock, SteadyClock):
@@ -176,27 +174,6 @@ class Daemon:
         self.notifier.ready(self.status_line())
         self._supervise("ocd-watchdog", self.notifier.watchdog())
         self._supervise("ocd-status", self._status_loop())
-
-    @staticmethod
-    def _serving(workers: list[LoadedWorker], js: WorkerdHost | None) -> set[str]:
-        return serving(workers, js.prepared.serving if js is not None else ())
-
-    def _schedules(self, workers: list[LoadedWorker], envs: dict[str, runtime.Env]) -> list[Any]:
-        """Cron triggers of Python workers, and of JavaScript ones (through the bridge)."""
-        schedules = schedules_of(workers, envs)
-        if self.js is not None:
-            for wc in js_workers(self.config):
-                for expr in wc.crons:
-                    schedules.append(
-                        Schedule(
-                            wc.name,
-                            cron.parse(expr),
-                            self.js.scheduled(wc.name),
-                            runtime.Env({}),
-                            wc.handler_timeout_s,
-                        )
-                    )
-        return schedules
 
     async def _reload_js(self, config: Config) -> tuple[WorkerdHost | None, str | None]:
         """The host the new config's JavaScript workers run on, and what changed: the
@@ -254,49 +231,12 @@ class Daemon:
     async def _ensure_queues(self) -> None:
         await self.admin.ensure_config_queues(self.config.queues)
 
-    def _env(self, w: WorkerConfig) -> runtime.Env:
-        values: dict[str, Any] = dict(w.vars)
-        for p in w.producers:
-            values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
-        for k in w.kv_namespaces:
-            ns = KvNamespace(w.account, k.id)
-            values[k.binding] = runtime.KvNamespace(KvBinding(self.kv, ns))
-        for d in w.d1_databases:
-            values[d.binding] = runtime.D1Database(D1Binding(self.d1, d.database_id))
-        for svc in w.services:  # a Python worker's: through ocd.services
-            assert self.services is not None
-            values[svc.binding] = self.services.binding(svc.service)
-        if w.assets is not None and w.assets.binding is not None:
-            values[w.assets.binding] = AssetsBinding(self._assets(w))
-        for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
-            if b.name:
-                values[b.name] = Unsupported(f"{b.feature.removesuffix('s')} {b.name}")
-        return runtime.Env(values)
-
-    def _consumer_plan(
-        self, workers: list[LoadedWorker], envs: dict[str, runtime.Env]
-    ) -> dict[tuple[str, str], tuple[str, ConsumerPolicy, HandlerKind]]:
-        """(account, queue) -> the worker, settings and handler kind that consume it."""
-        plan: dict[tuple[str, str], tuple[str, ConsumerPolicy, HandlerKind]] = {}
-        for w in workers:
-            if w.queue is None:
-                continue
-            for c in w.config.consumers:
-                policy = _policy(w.config, c)
-                plan[(w.config.account, c.queue)] = (
-                    w.config.name,
-                    policy,
-                    PythonHandler(_bind_call(w.queue, envs[w.config.name])),
-                )
-        if self.js is not None:
-            for wc in js_workers(self.config):
-                for c in wc.consumers:
-                    plan[(wc.account, c.queue)] = (
-                        wc.name,
-                        _policy(wc, c),
-                        self.js.kind(wc.name),
-                    )
-        return plan
+    def envs_of(self, workers: list[LoadedWorker]) -> dict[str, runtime.Env]:
+        """Each Python worker's env, its bindings served by this daemon."""
+        return {
+            w.config.name: env_of(w.config, self.producer, self.kv, self.d1, self.services)
+            for w in workers
+        }
 
     def _start_dispatcher(
         self, key: tuple[str, str], worker: str, policy: ConsumerPolicy, kind: HandlerKind
@@ -306,7 +246,7 @@ class Daemon:
         self._supervise(_dispatch_task(key), d.run())
 
     async def _start_http(self, envs: dict[str, runtime.Env]) -> None:
-        self.router = WorkerRouter(self._routes(envs))
+        self.router = WorkerRouter(routes(self.config, self.workers, envs, self.js, self.catch_all))
         pull = await PullService.open(self.store, self.admin, self.clock, self.metrics)
         api = ApiContext.from_config(
             self.config, self.store, self.producer, pull, self.admin, self.clock
@@ -339,29 +279,6 @@ class Daemon:
             )
             await self.listeners.start_sqs(ctx, sqs, server)
 
-    def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
-        routes = [
-            WorkerRoute(
-                w.config.name,
-                prefix,
-                w.fetch,
-                envs[w.config.name],
-                None if w.config.assets is None else self._assets(w.config),
-            )
-            for w in self.workers
-            if w.fetch is not None or w.config.assets is not None
-            for prefix in routes_of(w.config.routes, w.config.name, self.catch_all)
-        ]
-        if self.js is not None:
-            for wc in js_workers(self.config):
-                assets = None if wc.assets is None else self._assets(wc)
-                for prefix in routes_of(wc.routes, wc.name, self.catch_all):
-                    proxy = functools.partial(self.js.fetch, wc.name)
-                    routes.append(
-                        WorkerRoute(wc.name, prefix, None, runtime.Env({}), assets, proxy)
-                    )
-        return routes
-
     async def _service_fetch(self, worker: str, request: web.Request) -> web.StreamResponse:
         """A service binding's request to ``worker`` (``ocd.services``): a JavaScript
         worker's fetch in workerd, or a Python worker's with the env and background-task
@@ -376,10 +293,6 @@ class Daemon:
             what = "has no fetch handler" if w is not None else "is not running"
             return web.Response(status=502, text=f'worker "{worker}" {what}\n')
         return await self.router.serve(WorkerRoute(worker, "", w.fetch, self.envs[worker]), request)
-
-    def _assets(self, w: WorkerConfig) -> Assets:
-        assert w.assets is not None
-        return Assets(w.assets)
 
     def _log_summary(self) -> None:
         cfg = self.config
@@ -561,7 +474,7 @@ class Daemon:
                 workers = load_workers(config, fresh=True)
                 js, js_change = await self._reload_js(config)
                 try:
-                    chosen = catch_all(config, self._serving(workers, js))
+                    chosen = catch_all(config, serving_workers(workers, js))
                 except ConfigError:
                     if js is not None and js is not self.js:
                         await js.stop()
@@ -624,8 +537,8 @@ class Daemon:
         # What the new config names is protected before its queues are made.
         self.admin.configure(config)
         await self._ensure_queues()
-        envs = {w.config.name: self._env(w.config) for w in workers}
-        plan = self._consumer_plan(workers, envs)
+        envs = self.envs_of(workers)
+        plan = consumer_plan(config, workers, envs, self.js)
         changes: list[str] = []
         for key in self.dispatchers.keys() - plan.keys():
             d = self.dispatchers.pop(key)
@@ -652,9 +565,9 @@ class Daemon:
         changes += [f"worker {n} reloaded" for n in sorted(before & after)]
         self.workers = workers
         self.envs = envs
-        self.scheduler.set_schedules(self._schedules(workers, envs))
+        self.scheduler.set_schedules(schedules(config, workers, envs, self.js))
         if self.router is not None:
-            self.router.set_routes(self._routes(envs))
+            self.router.set_routes(routes(config, workers, envs, self.js, self.catch_all))
         if self.api is not None:
             fresh = ApiContext.from_config(
                 config, self.store, self.producer, self.api.pull, self.admin, self.clock
@@ -695,27 +608,6 @@ class Daemon:
             with contextlib.suppress(BaseException):
                 await task
         self._tasks.clear()
-
-
-def _policy(w: WorkerConfig, c: ConsumerConfig) -> ConsumerPolicy:
-    return ConsumerPolicy(
-        queue=c.queue,
-        account=w.account,
-        max_batch_size=c.max_batch_size,
-        max_batch_timeout_s=c.max_batch_timeout_s,
-        max_retries=c.max_retries,
-        dead_letter_queue=c.dead_letter_queue,
-        max_concurrency=c.max_concurrency,
-        retry_delay_s=c.retry_delay_s,
-        handler_timeout_s=w.handler_timeout_s,
-    )
-
-
-def _bind_call(handler: Handler, env: runtime.Env) -> QueueCall:
-    async def call(batch: runtime.MessageBatch, ctx: runtime.ExecutionContext) -> Any:
-        return await handler(batch, env, ctx)
-
-    return call
 
 
 def _dispatch_task(key: tuple[str, str]) -> str:

@@ -18,11 +18,11 @@ from typing import Any
 from aiohttp import web
 
 import runtime
-from ocd import loader
+from ocd import loader, reload
 from ocd.admin import Admin
 from ocd.catchall import catch_all
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
-from ocd.config import Config, load_config
+from ocd.config import Config
 from ocd.d1 import D1Service
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind
 from ocd.errors import (
@@ -31,7 +31,6 @@ from ocd.errors import (
     StartupError,
     StoreError,
     StoreLoopDied,
-    WorkerLoadError,
     WorkerLoadErrors,
 )
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
@@ -43,13 +42,12 @@ from ocd.http.ops import OpsRoutes
 from ocd.http.sqs.context import SqsContext
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
-from ocd.js.host import WorkerdHost, js_workers, prepare
+from ocd.js.host import Prepared, WorkerdHost, prepare
 from ocd.js.workerd import WorkerdFailed
 from ocd.kv import KvService
 from ocd.loader import LoadedWorker
 from ocd.metrics import Metrics
 from ocd.notify import Notifier
-from ocd.posture import weakenings
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.r2 import R2Service
@@ -61,12 +59,6 @@ from ocd.wiring import consumer_plan, env_of, routes, schedules, serving_workers
 log = logging.getLogger(__name__)
 
 RETENTION_SWEEP_S = 5.0
-_LISTENER_SETTINGS = (
-    "header_timeout_s",
-    "body_timeout_s",
-    "keepalive_timeout_s",
-    "max_connections",
-)
 STATUS_EVERY_S = 10.0
 
 
@@ -138,7 +130,7 @@ class Daemon:
         try:
             if isinstance(self.clock, SteadyClock):  # never earlier than a time already used
                 self.clock.carry_on_from(await self.store.clock_mark())
-            await self._ensure_queues()
+            await self.admin.ensure_config_queues(self.config.queues)
             await self.admin.resume_moves()
             self.services = ServiceSocket(self._service_fetch)
             await self.services.start()
@@ -151,7 +143,7 @@ class Daemon:
             self.envs = envs
             plan = consumer_plan(self.config, self.workers, envs, self.js)
             for key, (worker, policy, kind) in plan.items():
-                self._start_dispatcher(key, worker, policy, kind)
+                self.start_dispatcher(key, worker, policy, kind)
             self.scheduler.set_schedules(schedules(self.config, self.workers, envs, self.js))
             self._supervise("ocd-cron", self.scheduler.run())
             self._supervise("ocd-retention", self._retention_loop())
@@ -175,43 +167,6 @@ class Daemon:
         self._supervise("ocd-watchdog", self.notifier.watchdog())
         self._supervise("ocd-status", self._status_loop())
 
-    async def _reload_js(self, config: Config) -> tuple[WorkerdHost | None, str | None]:
-        """The host the new config's JavaScript workers run on, and what changed: the
-        running one when bundles and generated config are the same, else a new workerd,
-        already listening (old batches finish on the old one, which then stops)."""
-        prepared = await asyncio.to_thread(prepare, config)
-        if prepared is None:
-            return None, "workerd stopped (no JavaScript workers)" if self.js else None
-        if self.js is not None and self.js.prepared.fingerprint == prepared.fingerprint:
-            return self.js, None
-        host = WorkerdHost(
-            config, prepared, self.producer, self.kv, self.d1, self.r2, self.services
-        )
-        try:
-            await host.start()
-        except WorkerdFailed as e:
-            await host.stop()
-            w = js_workers(config)[0]
-            raise WorkerLoadErrors(
-                [WorkerLoadError(w.name, w.source, w.key_path, f"workerd refused it:\n{e}")]
-            ) from e
-        return host, "JavaScript workers rebundled, running on a new workerd"
-
-    def _retire_js(self, old: WorkerdHost) -> None:
-        """Stop a replaced workerd once the batches in flight now (some may be on it) are
-        done, within the longest handler timeout."""
-        inflight = {t for d in self.dispatchers.values() for t in d.inflight_tasks}
-        wait_s = max((w.handler_timeout_s for w in self.config.workers), default=900.0)
-
-        async def retire() -> None:
-            if inflight:
-                await asyncio.wait(inflight, timeout=wait_s)
-            await old.stop()
-
-        task = asyncio.create_task(retire(), name="ocd-workerd-retire")
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
-
     async def _start_js(self) -> None:
         """Bundle the JavaScript workers and start workerd for them (if there are any)."""
         try:
@@ -220,16 +175,17 @@ class Daemon:
             raise StartupError("; ".join(str(x) for x in e.errors)) from e
         if prepared is None:
             return
-        self.js = WorkerdHost(
-            self.config, prepared, self.producer, self.kv, self.d1, self.r2, self.services
-        )
+        self.js = self.workerd(self.config, prepared)
         try:
             await self.js.start()
         except WorkerdFailed as e:
             raise StartupError(f"workerd refused the JavaScript workers:\n{e}") from e
 
-    async def _ensure_queues(self) -> None:
-        await self.admin.ensure_config_queues(self.config.queues)
+    def workerd(self, config: Config, prepared: Prepared) -> WorkerdHost:
+        """A workerd host for ``config``'s JavaScript workers, their bindings served here."""
+        return WorkerdHost(
+            config, prepared, self.producer, self.kv, self.d1, self.r2, self.services
+        )
 
     def envs_of(self, workers: list[LoadedWorker]) -> dict[str, runtime.Env]:
         """Each Python worker's env, its bindings served by this daemon."""
@@ -238,7 +194,7 @@ class Daemon:
             for w in workers
         }
 
-    def _start_dispatcher(
+    def start_dispatcher(
         self, key: tuple[str, str], worker: str, policy: ConsumerPolicy, kind: HandlerKind
     ) -> None:
         d = Dispatcher(self.store, worker, policy, kind, self.clock, self.metrics)
@@ -459,123 +415,14 @@ class Daemon:
     async def reload(self) -> bool:
         """Re-read the config and every worker module and apply what changed. A config that
         fails validation is rejected whole and the running one stays. Returns whether the
-        new configuration was applied."""
-        if self.state != "ready":
-            log.warning("reload ignored while %s", self.state, extra={"event": "reload_ignored"})
-            return False
-        self.state = "reloading"
-        self.notifier.reloading()
-        try:
-            try:
-                config = load_config(self.config.path, port=self.config.port_override)
-                weaker = weakenings(self.config, config, self.listeners.bound)
-                if weaker:  # judged against where the sockets are bound, not where it says
-                    raise ConfigError(weaker)
-                workers = load_workers(config, fresh=True)
-                js, js_change = await self._reload_js(config)
-                try:
-                    chosen = catch_all(config, serving_workers(workers, js))
-                except ConfigError:
-                    if js is not None and js is not self.js:
-                        await js.stop()
-                    raise
-            except (ConfigError, WorkerLoadErrors) as e:
-                log.error(
-                    "reload rejected, the running configuration stays:\n%s",
-                    e,
-                    extra={"event": "reload_rejected"},
-                )
-                self.last_reload = {"at_ms": self.clock(), "applied": False, "error": str(e)}
-                return False
-            old_js, self.js = self.js, js
-            self.catch_all = chosen
-            summary = await self._apply(config, workers)
-            if old_js is not None and old_js is not js:
-                self._retire_js(old_js)
-            if js_change:
-                summary = f"{summary}; {js_change}" if summary else js_change
-            self.last_reload = {"at_ms": self.clock(), "applied": True, "summary": summary}
-            if self.ui is not None:
-                self.ui.reconfigure()
-            log.info(
-                "reload applied: %s",
-                summary or "nothing changed",
-                extra={"event": "reload_applied", "changes": summary},
-            )
-            return True
-        finally:
-            if not self.stopped:
-                self.state = "ready"
-                self.notifier.ready(self.status_line())
+        new configuration was applied (``ocd.reload``)."""
+        return await reload.run(self)
 
-    async def _apply(self, config: Config, workers: list[LoadedWorker]) -> str:
-        old = self.config
-        for setting in (
-            "host",
-            "port",
-            "data_dir",
-            "durability",
-            "disk_reserve_bytes",
-            *_LISTENER_SETTINGS,
-        ):
-            if getattr(old.server, setting) != getattr(config.server, setting):
-                name = setting.removesuffix("_bytes")  # the config file's name for it
-                log.warning(
-                    "server.%s changed: it takes effect at the next restart",
-                    name,
-                    extra={"event": "reload_needs_restart", "key": f"server.{name}"},
-                )
-        for setting in ("backend", "dsn", "pool_size", "node_heartbeat_s"):
-            if getattr(old.store, setting) != getattr(config.store, setting):
-                log.warning(
-                    "store.%s changed: it takes effect at the next restart",
-                    setting,
-                    extra={"event": "reload_needs_restart", "key": f"store.{setting}"},
-                )
-        self.config = config
-        self.listeners.reconfigure(config)  # SQS keys added, revoked or rotated
-        # What the new config names is protected before its queues are made.
-        self.admin.configure(config)
-        await self._ensure_queues()
-        envs = self.envs_of(workers)
-        plan = consumer_plan(config, workers, envs, self.js)
-        changes: list[str] = []
-        for key in self.dispatchers.keys() - plan.keys():
-            d = self.dispatchers.pop(key)
-            d.stop_claiming()
-            task = asyncio.create_task(
-                d.drain(d.policy.handler_timeout_s), name=f"ocd-retire-{key}"
-            )
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
-            changes.append(f"consumer of {key[1]} removed")
-        for key, (worker, policy, kind) in plan.items():
-            current = self.dispatchers.get(key)
-            if current is None:
-                self._start_dispatcher(key, worker, policy, kind)
-                changes.append(f"consumer of {key[1]} added ({worker})")
-            else:
-                if current.policy != policy or current.worker != worker:
-                    changes.append(f"consumer of {key[1]} updated")
-                current.reconfigure(worker, policy, kind)
-        before = {w.config.name for w in self.workers}
-        after = {w.config.name for w in workers}
-        changes += [f"worker {n} added" for n in sorted(after - before)]
-        changes += [f"worker {n} removed" for n in sorted(before - after)]
-        changes += [f"worker {n} reloaded" for n in sorted(before & after)]
-        self.workers = workers
-        self.envs = envs
-        self.scheduler.set_schedules(schedules(config, workers, envs, self.js))
-        if self.router is not None:
-            self.router.set_routes(routes(config, workers, envs, self.js, self.catch_all))
-        if self.api is not None:
-            fresh = ApiContext.from_config(
-                config, self.store, self.producer, self.api.pull, self.admin, self.clock
-            )
-            self.api.accounts = fresh.accounts
-            self.api.producers = fresh.producers
-            self.api.workers = fresh.workers
-        return "; ".join(changes)
+    def retire(self, task: asyncio.Task[None]) -> None:
+        """Keep ``task`` (removed work finishing its batches) until done; a shutdown
+        waits for it."""
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def status(self) -> dict[str, Any]:
         """What ``ocd status`` shows: workers, queues with their counts, consumers."""

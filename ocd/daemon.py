@@ -29,7 +29,6 @@ from ocd.errors import (
     ConfigError,
     OcdError,
     StartupError,
-    StoreError,
     StoreLoopDied,
     WorkerLoadErrors,
 )
@@ -51,6 +50,7 @@ from ocd.notify import Notifier
 from ocd.producer import Producer
 from ocd.pull import PullService
 from ocd.r2 import R2Service
+from ocd.retention import RETENTION_SWEEP_S, sweep_forever
 from ocd.scheduler import Scheduler
 from ocd.services import ServiceSocket
 from ocd.store import Store, make_store
@@ -58,7 +58,6 @@ from ocd.wiring import consumer_plan, env_of, routes, schedules, serving_workers
 
 log = logging.getLogger(__name__)
 
-RETENTION_SWEEP_S = 5.0
 STATUS_EVERY_S = 10.0
 
 
@@ -146,7 +145,8 @@ class Daemon:
                 self.start_dispatcher(key, worker, policy, kind)
             self.scheduler.set_schedules(schedules(self.config, self.workers, envs, self.js))
             self._supervise("ocd-cron", self.scheduler.run())
-            self._supervise("ocd-retention", self._retention_loop())
+            sweep = sweep_forever(self.store, self.clock, self.metrics, self.retention_sweep_s)
+            self._supervise("ocd-retention", sweep)
             if isinstance(self.clock, SteadyClock):
                 self._supervise("ocd-clock", keep_mark(self.clock, self.store.save_clock_mark))
             self._supervise("ocd-move-adopt", self.admin.adopt_loop())
@@ -308,37 +308,6 @@ class Daemon:
         raise StoreLoopDied(
             f"the store's loop {task.get_name()} {why}" + (f": {exc!r}" if exc else "")
         ) from exc
-
-    async def _retention_loop(self) -> None:
-        failing = False
-        while True:
-            try:
-                expired = await self.store.expire(self.clock())
-                # expired KV keys are invisible already; this frees their space
-                await self.store.kv_expire(self.clock())
-            except StoreError as e:  # the database is away: the next sweep tries again
-                if not failing:  # one line per outage, not one per sweep
-                    log.warning(
-                        "retention sweep failed (retrying every %.0f s): %s",
-                        self.retention_sweep_s,
-                        e,
-                        extra={"event": "sweep_failed"},
-                    )
-                failing = True
-                expired = []
-            else:
-                if failing:
-                    log.info("retention sweeps work again", extra={"event": "sweep_resumed"})
-                failing = False
-            for account, queue, n in expired:
-                self.metrics.expired.labels(account, queue).inc(n)
-                log.info(
-                    "queue %s: %d message(s) expired (retention period)",
-                    queue,
-                    n,
-                    extra={"event": "messages_expired", "queue": queue, "count": n},
-                )
-            await asyncio.sleep(self.retention_sweep_s)
 
     def status_line(self) -> str:
         queues = self.store.queues()

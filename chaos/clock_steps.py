@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 
 from bench.harness import Daemon, Setup
-from ocd.daemon import RETENTION_SWEEP_S
+from ocd.retention import RETENTION_SWEEP_S
 
 PREFIX = "/client/v4/accounts/local/queues"
 

@@ -10,74 +10,55 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 import runtime
-from ocd import cron, loader
+from ocd import loader, reload
 from ocd.admin import Admin
-from ocd.catchall import catch_all, routes_of, serving
+from ocd.catchall import catch_all
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
-from ocd.config import Config, ConsumerConfig, WorkerConfig, load_config
-from ocd.d1 import D1Binding, D1Service
-from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind, PythonHandler
+from ocd.config import Config
+from ocd.d1 import D1Service
+from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind
 from ocd.errors import (
     ConfigError,
     OcdError,
-    StoreError,
+    StartupError,
     StoreLoopDied,
-    WorkerLoadError,
     WorkerLoadErrors,
 )
-from ocd.http.assets import Assets, AssetsBinding
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.browsers import Guard
 from ocd.http.cloudflare.app import add_api
 from ocd.http.cloudflare.context import ApiContext
-from ocd.http.cloudflare.envelope import error_response
-from ocd.http.guard import Gate, GuardedSite, Timeouts, gate_for
+from ocd.http.listeners import Listeners, sqs_verifier
 from ocd.http.ops import OpsRoutes
-from ocd.http.sqs.app import SqsApp, protocol_error, status_reply
 from ocd.http.sqs.context import SqsContext
-from ocd.http.sqs.sigv4 import Key, Verifier
 from ocd.http.ui import Dashboard
 from ocd.http.workers import WorkerRoute, WorkerRouter
-from ocd.js.host import WorkerdHost, js_workers, prepare
+from ocd.js.host import Prepared, WorkerdHost, prepare
 from ocd.js.workerd import WorkerdFailed
-from ocd.kv import KvBinding, KvService
-from ocd.loader import Handler, LoadedWorker
+from ocd.kv import KvService
+from ocd.loader import LoadedWorker
 from ocd.metrics import Metrics
 from ocd.notify import Notifier
-from ocd.posture import weakenings
 from ocd.producer import Producer
 from ocd.pull import PullService
-from ocd.python_handler import QueueCall
 from ocd.r2 import R2Service
-from ocd.scheduler import Schedule, Scheduler, schedules_of
+from ocd.retention import RETENTION_SWEEP_S, sweep_forever
+from ocd.scheduler import Scheduler
 from ocd.services import ServiceSocket
-from ocd.store import KvNamespace, Store, make_store
-from runtime.unsupported import Unsupported
+from ocd.store import Store, make_store
+from ocd.wiring import consumer_plan, env_of, routes, schedules, serving_workers
 
 log = logging.getLogger(__name__)
 
-RETENTION_SWEEP_S = 5.0
-_LISTENER_SETTINGS = (
-    "header_timeout_s",
-    "body_timeout_s",
-    "keepalive_timeout_s",
-    "max_connections",
-)
 STATUS_EVERY_S = 10.0
-
-
-class StartupError(OcdError):
-    """The daemon could not start: port taken, database unwritable, ..."""
 
 
 def load_workers(config: Config, fresh: bool = False) -> list[LoadedWorker]:
@@ -96,13 +77,7 @@ class Daemon:
     dispatchers: dict[tuple[str, str], Dispatcher] = field(default_factory=dict)
     api: ApiContext | None = None
     router: WorkerRouter | None = None
-    port: int = 0
-    _runner: web.AppRunner | None = None
-    _sqs_runner: web.AppRunner | None = None
-    _sqs_ctx: SqsContext | None = None
-    sqs_port: int = 0
-    gate: Gate | None = None  # open connections over every listener, and their cap
-    bound: dict[str, str] = field(default_factory=dict)  # listener -> host, until a restart
+    listeners: Listeners = field(default_factory=Listeners)
     _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     _failed: asyncio.Event = field(default_factory=asyncio.Event)
     failure: BaseException | None = None
@@ -154,22 +129,24 @@ class Daemon:
         try:
             if isinstance(self.clock, SteadyClock):  # never earlier than a time already used
                 self.clock.carry_on_from(await self.store.clock_mark())
-            await self._ensure_queues()
+            await self.admin.ensure_config_queues(self.config.queues)
             await self.admin.resume_moves()
             self.services = ServiceSocket(self._service_fetch)
             await self.services.start()
             await self._start_js()
             try:
-                self.catch_all = catch_all(self.config, self._serving(self.workers, self.js))
+                self.catch_all = catch_all(self.config, serving_workers(self.workers, self.js))
             except ConfigError as e:
                 raise StartupError(str(e)) from e
-            envs = {w.config.name: self._env(w.config) for w in self.workers}
+            envs = self.envs_of(self.workers)
             self.envs = envs
-            for key, (worker, policy, kind) in self._consumer_plan(self.workers, envs).items():
-                self._start_dispatcher(key, worker, policy, kind)
-            self.scheduler.set_schedules(self._schedules(self.workers, envs))
+            plan = consumer_plan(self.config, self.workers, envs, self.js)
+            for key, (worker, policy, kind) in plan.items():
+                self.start_dispatcher(key, worker, policy, kind)
+            self.scheduler.set_schedules(schedules(self.config, self.workers, envs, self.js))
             self._supervise("ocd-cron", self.scheduler.run())
-            self._supervise("ocd-retention", self._retention_loop())
+            sweep = sweep_forever(self.store, self.clock, self.metrics, self.retention_sweep_s)
+            self._supervise("ocd-retention", sweep)
             if isinstance(self.clock, SteadyClock):
                 self._supervise("ocd-clock", keep_mark(self.clock, self.store.save_clock_mark))
             self._supervise("ocd-move-adopt", self.admin.adopt_loop())
@@ -190,64 +167,6 @@ class Daemon:
         self._supervise("ocd-watchdog", self.notifier.watchdog())
         self._supervise("ocd-status", self._status_loop())
 
-    @staticmethod
-    def _serving(workers: list[LoadedWorker], js: WorkerdHost | None) -> set[str]:
-        return serving(workers, js.prepared.serving if js is not None else ())
-
-    def _schedules(self, workers: list[LoadedWorker], envs: dict[str, runtime.Env]) -> list[Any]:
-        """Cron triggers of Python workers, and of JavaScript ones (through the bridge)."""
-        schedules = schedules_of(workers, envs)
-        if self.js is not None:
-            for wc in js_workers(self.config):
-                for expr in wc.crons:
-                    schedules.append(
-                        Schedule(
-                            wc.name,
-                            cron.parse(expr),
-                            self.js.scheduled(wc.name),
-                            runtime.Env({}),
-                            wc.handler_timeout_s,
-                        )
-                    )
-        return schedules
-
-    async def _reload_js(self, config: Config) -> tuple[WorkerdHost | None, str | None]:
-        """The host the new config's JavaScript workers run on, and what changed: the
-        running one when bundles and generated config are the same, else a new workerd,
-        already listening (old batches finish on the old one, which then stops)."""
-        prepared = await asyncio.to_thread(prepare, config)
-        if prepared is None:
-            return None, "workerd stopped (no JavaScript workers)" if self.js else None
-        if self.js is not None and self.js.prepared.fingerprint == prepared.fingerprint:
-            return self.js, None
-        host = WorkerdHost(
-            config, prepared, self.producer, self.kv, self.d1, self.r2, self.services
-        )
-        try:
-            await host.start()
-        except WorkerdFailed as e:
-            await host.stop()
-            w = js_workers(config)[0]
-            raise WorkerLoadErrors(
-                [WorkerLoadError(w.name, w.source, w.key_path, f"workerd refused it:\n{e}")]
-            ) from e
-        return host, "JavaScript workers rebundled, running on a new workerd"
-
-    def _retire_js(self, old: WorkerdHost) -> None:
-        """Stop a replaced workerd once the batches in flight now (some may be on it) are
-        done, within the longest handler timeout."""
-        inflight = {t for d in self.dispatchers.values() for t in d.inflight_tasks}
-        wait_s = max((w.handler_timeout_s for w in self.config.workers), default=900.0)
-
-        async def retire() -> None:
-            if inflight:
-                await asyncio.wait(inflight, timeout=wait_s)
-            await old.stop()
-
-        task = asyncio.create_task(retire(), name="ocd-workerd-retire")
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
-
     async def _start_js(self) -> None:
         """Bundle the JavaScript workers and start workerd for them (if there are any)."""
         try:
@@ -256,62 +175,26 @@ class Daemon:
             raise StartupError("; ".join(str(x) for x in e.errors)) from e
         if prepared is None:
             return
-        self.js = WorkerdHost(
-            self.config, prepared, self.producer, self.kv, self.d1, self.r2, self.services
-        )
+        self.js = self.workerd(self.config, prepared)
         try:
             await self.js.start()
         except WorkerdFailed as e:
             raise StartupError(f"workerd refused the JavaScript workers:\n{e}") from e
 
-    async def _ensure_queues(self) -> None:
-        await self.admin.ensure_config_queues(self.config.queues)
+    def workerd(self, config: Config, prepared: Prepared) -> WorkerdHost:
+        """A workerd host for ``config``'s JavaScript workers, their bindings served here."""
+        return WorkerdHost(
+            config, prepared, self.producer, self.kv, self.d1, self.r2, self.services
+        )
 
-    def _env(self, w: WorkerConfig) -> runtime.Env:
-        values: dict[str, Any] = dict(w.vars)
-        for p in w.producers:
-            values[p.binding] = runtime.Queue(p.queue, self.producer.binding(p.queue, w.account))
-        for k in w.kv_namespaces:
-            ns = KvNamespace(w.account, k.id)
-            values[k.binding] = runtime.KvNamespace(KvBinding(self.kv, ns))
-        for d in w.d1_databases:
-            values[d.binding] = runtime.D1Database(D1Binding(self.d1, d.database_id))
-        for svc in w.services:  # a Python worker's: through ocd.services
-            assert self.services is not None
-            values[svc.binding] = self.services.binding(svc.service)
-        if w.assets is not None and w.assets.binding is not None:
-            values[w.assets.binding] = AssetsBinding(self._assets(w))
-        for b in w.ignored_bindings:  # refused, let through by ignore_unsupported_bindings
-            if b.name:
-                values[b.name] = Unsupported(f"{b.feature.removesuffix('s')} {b.name}")
-        return runtime.Env(values)
+    def envs_of(self, workers: list[LoadedWorker]) -> dict[str, runtime.Env]:
+        """Each Python worker's env, its bindings served by this daemon."""
+        return {
+            w.config.name: env_of(w.config, self.producer, self.kv, self.d1, self.services)
+            for w in workers
+        }
 
-    def _consumer_plan(
-        self, workers: list[LoadedWorker], envs: dict[str, runtime.Env]
-    ) -> dict[tuple[str, str], tuple[str, ConsumerPolicy, HandlerKind]]:
-        """(account, queue) -> the worker, settings and handler kind that consume it."""
-        plan: dict[tuple[str, str], tuple[str, ConsumerPolicy, HandlerKind]] = {}
-        for w in workers:
-            if w.queue is None:
-                continue
-            for c in w.config.consumers:
-                policy = _policy(w.config, c)
-                plan[(w.config.account, c.queue)] = (
-                    w.config.name,
-                    policy,
-                    PythonHandler(_bind_call(w.queue, envs[w.config.name])),
-                )
-        if self.js is not None:
-            for wc in js_workers(self.config):
-                for c in wc.consumers:
-                    plan[(wc.account, c.queue)] = (
-                        wc.name,
-                        _policy(wc, c),
-                        self.js.kind(wc.name),
-                    )
-        return plan
-
-    def _start_dispatcher(
+    def start_dispatcher(
         self, key: tuple[str, str], worker: str, policy: ConsumerPolicy, kind: HandlerKind
     ) -> None:
         d = Dispatcher(self.store, worker, policy, kind, self.clock, self.metrics)
@@ -319,7 +202,7 @@ class Daemon:
         self._supervise(_dispatch_task(key), d.run())
 
     async def _start_http(self, envs: dict[str, runtime.Env]) -> None:
-        self.router = WorkerRouter(self._routes(envs))
+        self.router = WorkerRouter(routes(self.config, self.workers, envs, self.js, self.catch_all))
         pull = await PullService.open(self.store, self.admin, self.clock, self.metrics)
         api = ApiContext.from_config(
             self.config, self.store, self.producer, pull, self.admin, self.clock
@@ -337,112 +220,20 @@ class Daemon:
             self.ui.add_to(app.router)
             self._supervise("ocd-ui-live", self.ui.hub.run())
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.router.handle)  # %0A too
-        self._runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=server.shutdown_timeout_s,
-            auto_decompress=False,  # ocd.http.body inflates, after auth, within the limit
-        )
-        await self._runner.setup()
-        self.gate = self.gate or gate_for(server.max_connections)
-        site = self._site(self._runner, server.host, server.port, error_response)
-        try:
-            await site.start()
-        except OSError as e:
-            await self._runner.cleanup()
-            self._runner = None
-            raise StartupError(f"cannot listen on {server.listen}: {e.strerror or e}") from e
-        self.port = _bound_port(site) or server.port
-        self.bound["server"] = server.host
-        await self._start_sqs(pull)
-
-    async def _start_sqs(self, pull: PullService) -> None:
-        """The SQS endpoint's own listener, when ``[sqs]`` is configured."""
+        await self.listeners.start(app, server)
         sqs = self.config.sqs
-        if sqs is None:
-            return
-        ctx = SqsContext(
-            self.store,
-            self.producer,
-            pull,
-            self.admin,
-            self.clock,
-            sqs.region,
-            sqs.public_url,
-            verifier=sqs_verifier(self.config),
-        )
-        self._sqs_ctx = ctx
-        app = web.Application(client_max_size=2 * MIB)
-        app[BODY_POLICY] = BodyPolicy(2 * MIB, self.config.server.body_timeout_s)
-        also = (urllib.parse.urlsplit(sqs.public_url).hostname or "",) if sqs.public_url else ()
-        SqsApp(ctx, Guard(sqs.host, lambda: ctx.verifier is None, also)).add_to(app)
-        self._sqs_runner = web.AppRunner(
-            app,
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=self.config.server.shutdown_timeout_s,
-            auto_decompress=False,
-        )
-        await self._sqs_runner.setup()
-        site = self._site(self._sqs_runner, sqs.host, sqs.port, status_reply, protocol_error)
-        try:
-            await site.start()
-        except OSError as e:
-            await self._sqs_runner.cleanup()
-            self._sqs_runner = None
-            if self._runner is not None:
-                await self._runner.cleanup()
-                self._runner = None
-            raise StartupError(f"cannot listen on {sqs.listen} (sqs): {e.strerror or e}") from e
-        self.sqs_port = _bound_port(site) or sqs.port
-        self.bound["sqs"] = sqs.host
-        log.info(
-            "SQS endpoint on http://%s:%d",
-            sqs.host,
-            self.sqs_port,
-            extra={"event": "sqs_started", "listen": f"{sqs.host}:{self.sqs_port}"},
-        )
-
-    def _site(
-        self, runner: web.AppRunner, host: str, port: int, error: Any, request_error: Any = None
-    ) -> web.TCPSite:
-        """A listener with the [server] connection limits (``ocd.http.guard``)."""
-        s = self.config.server
-        assert self.gate is not None
-        timeouts = Timeouts(s.header_timeout_s, s.keepalive_timeout_s)
-        return GuardedSite(
-            runner,
-            host,
-            port,
-            gate=self.gate,
-            timeouts=timeouts,
-            error=error,
-            request_error=request_error,
-        )
-
-    def _routes(self, envs: dict[str, runtime.Env]) -> list[WorkerRoute]:
-        routes = [
-            WorkerRoute(
-                w.config.name,
-                prefix,
-                w.fetch,
-                envs[w.config.name],
-                None if w.config.assets is None else self._assets(w.config),
+        if sqs is not None:
+            ctx = SqsContext(
+                self.store,
+                self.producer,
+                pull,
+                self.admin,
+                self.clock,
+                sqs.region,
+                sqs.public_url,
+                verifier=sqs_verifier(self.config),
             )
-            for w in self.workers
-            if w.fetch is not None or w.config.assets is not None
-            for prefix in routes_of(w.config.routes, w.config.name, self.catch_all)
-        ]
-        if self.js is not None:
-            for wc in js_workers(self.config):
-                assets = None if wc.assets is None else self._assets(wc)
-                for prefix in routes_of(wc.routes, wc.name, self.catch_all):
-                    proxy = functools.partial(self.js.fetch, wc.name)
-                    routes.append(
-                        WorkerRoute(wc.name, prefix, None, runtime.Env({}), assets, proxy)
-                    )
-        return routes
+            await self.listeners.start_sqs(ctx, sqs, server)
 
     async def _service_fetch(self, worker: str, request: web.Request) -> web.StreamResponse:
         """A service binding's request to ``worker`` (``ocd.services``): a JavaScript
@@ -458,10 +249,6 @@ class Daemon:
             what = "has no fetch handler" if w is not None else "is not running"
             return web.Response(status=502, text=f'worker "{worker}" {what}\n')
         return await self.router.serve(WorkerRoute(worker, "", w.fetch, self.envs[worker]), request)
-
-    def _assets(self, w: WorkerConfig) -> Assets:
-        assert w.assets is not None
-        return Assets(w.assets)
 
     def _log_summary(self) -> None:
         cfg = self.config
@@ -522,37 +309,6 @@ class Daemon:
             f"the store's loop {task.get_name()} {why}" + (f": {exc!r}" if exc else "")
         ) from exc
 
-    async def _retention_loop(self) -> None:
-        failing = False
-        while True:
-            try:
-                expired = await self.store.expire(self.clock())
-                # expired KV keys are invisible already; this frees their space
-                await self.store.kv_expire(self.clock())
-            except StoreError as e:  # the database is away: the next sweep tries again
-                if not failing:  # one line per outage, not one per sweep
-                    log.warning(
-                        "retention sweep failed (retrying every %.0f s): %s",
-                        self.retention_sweep_s,
-                        e,
-                        extra={"event": "sweep_failed"},
-                    )
-                failing = True
-                expired = []
-            else:
-                if failing:
-                    log.info("retention sweeps work again", extra={"event": "sweep_resumed"})
-                failing = False
-            for account, queue, n in expired:
-                self.metrics.expired.labels(account, queue).inc(n)
-                log.info(
-                    "queue %s: %d message(s) expired (retention period)",
-                    queue,
-                    n,
-                    extra={"event": "messages_expired", "queue": queue, "count": n},
-                )
-            await asyncio.sleep(self.retention_sweep_s)
-
     def status_line(self) -> str:
         queues = self.store.queues()
         counts = [self.store.backlog_count(q) for q in queues]
@@ -580,10 +336,7 @@ class Daemon:
         timeout = self.config.server.shutdown_timeout_s if timeout_s is None else timeout_s
         started = time.monotonic()
         log.info("shutting down: draining up to %.0f s", timeout, extra={"event": "stopping"})
-        for runner in (self._runner, self._sqs_runner):
-            if runner is not None:
-                for site in list(runner.sites):
-                    await site.stop()  # stop accepting new connections
+        await self.listeners.stop_accepting()
         if self.api is not None:
             self.api.pull.close()  # long polls answer now instead of holding the drain
         if self.ui is not None:
@@ -607,12 +360,7 @@ class Daemon:
         if self.router is not None and self.router.background:
             left = max(0.0, timeout - (time.monotonic() - started))
             await asyncio.wait(set(self.router.background), timeout=left)
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._sqs_runner is not None:
-            await self._sqs_runner.cleanup()
-            self._sqs_runner = None
+        await self.listeners.close()
         await self._stop_background()
         if self.js is not None:
             await self.js.stop()
@@ -636,128 +384,27 @@ class Daemon:
     async def reload(self) -> bool:
         """Re-read the config and every worker module and apply what changed. A config that
         fails validation is rejected whole and the running one stays. Returns whether the
-        new configuration was applied."""
-        if self.state != "ready":
-            log.warning("reload ignored while %s", self.state, extra={"event": "reload_ignored"})
-            return False
-        self.state = "reloading"
-        self.notifier.reloading()
-        try:
-            try:
-                config = load_config(self.config.path, port=self.config.port_override)
-                weaker = weakenings(self.config, config, self.bound)
-                if weaker:  # judged against where the sockets are bound, not where it says
-                    raise ConfigError(weaker)
-                workers = load_workers(config, fresh=True)
-                js, js_change = await self._reload_js(config)
-                try:
-                    chosen = catch_all(config, self._serving(workers, js))
-                except ConfigError:
-                    if js is not None and js is not self.js:
-                        await js.stop()
-                    raise
-            except (ConfigError, WorkerLoadErrors) as e:
-                log.error(
-                    "reload rejected, the running configuration stays:\n%s",
-                    e,
-                    extra={"event": "reload_rejected"},
-                )
-                self.last_reload = {"at_ms": self.clock(), "applied": False, "error": str(e)}
-                return False
-            old_js, self.js = self.js, js
-            self.catch_all = chosen
-            summary = await self._apply(config, workers)
-            if old_js is not None and old_js is not js:
-                self._retire_js(old_js)
-            if js_change:
-                summary = f"{summary}; {js_change}" if summary else js_change
-            self.last_reload = {"at_ms": self.clock(), "applied": True, "summary": summary}
-            if self.ui is not None:
-                self.ui.reconfigure()
-            log.info(
-                "reload applied: %s",
-                summary or "nothing changed",
-                extra={"event": "reload_applied", "changes": summary},
-            )
-            return True
-        finally:
-            if not self.stopped:
-                self.state = "ready"
-                self.notifier.ready(self.status_line())
+        new configuration was applied (``ocd.reload``)."""
+        return await reload.run(self)
 
-    async def _apply(self, config: Config, workers: list[LoadedWorker]) -> str:
-        old = self.config
-        for setting in (
-            "host",
-            "port",
-            "data_dir",
-            "durability",
-            "disk_reserve_bytes",
-            *_LISTENER_SETTINGS,
-        ):
-            if getattr(old.server, setting) != getattr(config.server, setting):
-                name = setting.removesuffix("_bytes")  # the config file's name for it
-                log.warning(
-                    "server.%s changed: it takes effect at the next restart",
-                    name,
-                    extra={"event": "reload_needs_restart", "key": f"server.{name}"},
-                )
-        for setting in ("backend", "dsn", "pool_size", "node_heartbeat_s"):
-            if getattr(old.store, setting) != getattr(config.store, setting):
-                log.warning(
-                    "store.%s changed: it takes effect at the next restart",
-                    setting,
-                    extra={"event": "reload_needs_restart", "key": f"store.{setting}"},
-                )
-        self.config = config
-        if self._sqs_ctx is not None:  # SQS keys added, revoked or rotated take effect now
-            self._sqs_ctx.verifier = sqs_verifier(config)
-        # What the new config names is protected before its queues are made.
-        self.admin.configure(config)
-        await self._ensure_queues()
-        envs = {w.config.name: self._env(w.config) for w in workers}
-        plan = self._consumer_plan(workers, envs)
-        changes: list[str] = []
-        for key in self.dispatchers.keys() - plan.keys():
-            d = self.dispatchers.pop(key)
-            d.stop_claiming()
-            task = asyncio.create_task(
-                d.drain(d.policy.handler_timeout_s), name=f"ocd-retire-{key}"
-            )
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
-            changes.append(f"consumer of {key[1]} removed")
-        for key, (worker, policy, kind) in plan.items():
-            current = self.dispatchers.get(key)
-            if current is None:
-                self._start_dispatcher(key, worker, policy, kind)
-                changes.append(f"consumer of {key[1]} added ({worker})")
-            else:
-                if current.policy != policy or current.worker != worker:
-                    changes.append(f"consumer of {key[1]} updated")
-                current.reconfigure(worker, policy, kind)
-        before = {w.config.name for w in self.workers}
-        after = {w.config.name for w in workers}
-        changes += [f"worker {n} added" for n in sorted(after - before)]
-        changes += [f"worker {n} removed" for n in sorted(before - after)]
-        changes += [f"worker {n} reloaded" for n in sorted(before & after)]
-        self.workers = workers
-        self.envs = envs
-        self.scheduler.set_schedules(self._schedules(workers, envs))
-        if self.router is not None:
-            self.router.set_routes(self._routes(envs))
-        if self.api is not None:
-            fresh = ApiContext.from_config(
-                config, self.store, self.producer, self.api.pull, self.admin, self.clock
-            )
-            self.api.accounts = fresh.accounts
-            self.api.producers = fresh.producers
-            self.api.workers = fresh.workers
-        return "; ".join(changes)
+    def retire(self, task: asyncio.Task[None]) -> None:
+        """Keep ``task`` (removed work finishing its batches) until done; a shutdown
+        waits for it."""
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def status(self) -> dict[str, Any]:
         """What ``ocd status`` shows: workers, queues with their counts, consumers."""
         return await OpsRoutes(self).report()
+
+    @property
+    def port(self) -> int:
+        """The main listener's port (the configured one, or the one port 0 was given)."""
+        return self.listeners.port
+
+    @property
+    def sqs_port(self) -> int:
+        return self.listeners.sqs_port
 
     @property
     def workerd_state(self) -> str | None:
@@ -779,48 +426,8 @@ class Daemon:
         self._tasks.clear()
 
 
-def _policy(w: WorkerConfig, c: ConsumerConfig) -> ConsumerPolicy:
-    return ConsumerPolicy(
-        queue=c.queue,
-        account=w.account,
-        max_batch_size=c.max_batch_size,
-        max_batch_timeout_s=c.max_batch_timeout_s,
-        max_retries=c.max_retries,
-        dead_letter_queue=c.dead_letter_queue,
-        max_concurrency=c.max_concurrency,
-        retry_delay_s=c.retry_delay_s,
-        handler_timeout_s=w.handler_timeout_s,
-    )
-
-
-def _bind_call(handler: Handler, env: runtime.Env) -> QueueCall:
-    async def call(batch: runtime.MessageBatch, ctx: runtime.ExecutionContext) -> Any:
-        return await handler(batch, env, ctx)
-
-    return call
-
-
 def _dispatch_task(key: tuple[str, str]) -> str:
     return f"ocd-dispatch-{key[0]}/{key[1]}"
-
-
-def _bound_port(site: web.TCPSite) -> int | None:
-    server: Any = site._server  # aiohttp keeps the asyncio Server here; port 0 needs it
-    sockets = getattr(server, "sockets", None) or []
-    return int(sockets[0].getsockname()[1]) if sockets else None
-
-
-def sqs_verifier(config: Config) -> Verifier | None:
-    """The SQS endpoint's SigV4 gate: every account's ``sqs_keys``; None without accounts."""
-    if not config.accounts or config.sqs is None:
-        return None
-    keys = {
-        k.access_key_id: Key(a.id, a.sqs_account_id, k.secret)
-        for a in config.accounts
-        if a.sqs_account_id is not None
-        for k in a.sqs_keys
-    }
-    return Verifier(keys, True, config.sqs.region)
 
 
 # Names a startup line lists before it counts the rest: thousands of queues make one line

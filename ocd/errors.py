@@ -4,6 +4,7 @@
     ├── ConfigError            the config (or a wrangler file it names) is wrong; has every Problem
     ├── WorkerLoadError        a worker module is missing, fails to import, or has bad handlers
     ├── WorkerLoadErrors       every WorkerLoadError of one config
+    ├── StartupError           the daemon could not start: port taken, database unwritable, ...
     ├── StoreError             the queue database failed; ``where`` (path or DSN without its
     │   │                      password) and ``operation`` say which and doing what
     │   ├── StoreUnavailable   retryable: the database cannot be reached now (connection lost,
@@ -65,6 +66,10 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}: {self.key_path}" if self.key_path else f"{self.file}"
         return f"{where}: {self.message}"
+
+
+class StartupError(OcdError):
+    """The daemon could not start: port taken, database unwritable, ..."""
 
 
 class ConfigError(OcdError):

@@ -229,7 +229,8 @@ async def _serve(
 ) -> int:
     # Imported here: the daemon pulls in aiohttp and the store, which the client commands
     # (ocd queues, ocd token) do not need at every invocation.
-    from ocd.daemon import Daemon, StartupError
+    from ocd.daemon import Daemon
+    from ocd.errors import StartupError
 
     daemon = Daemon(config, workers, accept_data_loss=accept_data_loss)
     loop = asyncio.get_running_loop()

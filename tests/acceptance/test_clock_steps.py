@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ocd.daemon import RETENTION_SWEEP_S
+from ocd.retention import RETENTION_SWEEP_S
 from tests.acceptance.conftest import OcdProcess, recorder_config
 from tests.helpers import wait_sync
 

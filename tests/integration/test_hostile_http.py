@@ -352,7 +352,7 @@ async def test_beyond_the_cap_with_none_idle_a_503_in_the_envelope(daemon):
 
 
 async def _until_busy(daemon: Any, n: int) -> None:
-    gate = daemon.gate
+    gate = daemon.listeners.gate
     async with asyncio.timeout(10):
         while sum(1 for h in gate.open if not h.idle) < n:
             await asyncio.sleep(0.01)

@@ -26,7 +26,7 @@ max_concurrency = 2
 
 
 def api_app(running: Running) -> web.Application:
-    runner = running.daemon._runner
+    runner = running.daemon.listeners.runner
     assert runner is not None
     return runner.app
 

@@ -3,8 +3,9 @@
 SQL.
 
 Tables carry an ``ocd_`` prefix so that ocd can share a database (or schema) with others.
-Message statements name their queue and look messages up by primary key or by a bounded
-range of ``(queue, visible_ms)`` / ``(queue, sent_ms)``; ``tests/store/test_postgres.py``
+Message statements name their queue and look messages up by primary key (a standard queue's
+rows are the seqs ``queue << 40`` on) or by a bounded range of the late rows' ``(queue,
+sent_ms, seq)`` (``migrations/0015_late.sql``); ``tests/store/test_postgres.py``
 pins those plans, on a table with statistics and on one never analysed (a new database, or
 one that filled faster than autovacuum ran). Statements that name messages by seq test
 their queue as ``queue + 0``, which no index serves, so that the planner looks the seqs up

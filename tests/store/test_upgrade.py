@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ocd.store import Claim, DeadLetter, Delivery, NewMessage, SqliteStore, Store
+from ocd.store import BrowseQuery, Claim, DeadLetter, Delivery, NewMessage, SqliteStore, Store
 from tests import pg
 from tests.store import upgrade_release as release
 
@@ -167,3 +167,17 @@ async def test_queues_consumers_extras_tasks_and_ticks_carry_over(upgraded):
     )  # fmt: skip
     assert (await s.cron_last_ticks())[release.CRON] == T0
     assert await s.clock_mark() >= T0
+
+
+@pytest.mark.timeout(120)
+async def test_upgraded_messages_browse_in_send_order_and_the_oldest_is_kept(upgraded):
+    s = upgraded
+    jobs = s.queue("jobs")
+    assert jobs is not None
+    rows = await s.browse(jobs, T0 + 1_000, BrowseQuery(limit=100))
+    assert len(rows) == 10
+    keys = [(r.sent_ms, r.seq) for r in rows]
+    assert keys == sorted(keys)
+    newest = await s.browse(jobs, T0 + 1_000, BrowseQuery(limit=100, newest_first=True))
+    assert [(r.sent_ms, r.seq) for r in newest] == keys[::-1]
+    assert (await s.backlog(jobs)).oldest_ms == keys[0][0]

@@ -118,6 +118,7 @@ async def _copy_messages(conn: asyncpg.Connection, dump: Dump, keys: dict[str, i
     await conn.execute(sql.TAILS_AFTER_COPY)
     await conn.execute(sql.HOLD_COPIED)
     await conn.execute(sql.RELOG)
+    await conn.execute(sql.RELABEL)
     await conn.execute(sql.ORDER_COPIED)
     for key, (n, size) in counts.items():
         await conn.execute(sql.COPY_COUNTS, key, n, size)

@@ -605,6 +605,7 @@ SELECT seq, queue, visible_ms, attempts, first_received_ms FROM ocd_messages
 WHERE grp IS NULL AND seq > 0
 """
 RELOG = "SELECT ocd_relog(0)"
+RELABEL = "SELECT ocd_relabel()"  # then which of them are in order (0015_late.sql)
 # The copied FIFO messages' order rows, their state as the dump gave it.
 ORDER_COPIED = """
 INSERT INTO ocd_fifo_order

@@ -19,6 +19,21 @@ ALTER TABLE ocd_tails ADD COLUMN floor_ms bigint NOT NULL DEFAULT 0,
                       ADD COLUMN was_ms bigint NOT NULL DEFAULT 0;
 UPDATE ocd_tails t SET floor_ms = coalesce(
   (SELECT max(m.sent_ms) FROM ocd_messages m WHERE m.queue = t.queue), 0);
+-- Rows that may be in order: standard rows of a ready band sent no earlier than any row
+-- before them in it (the rows written before this schema, and those migrate-store copied).
+-- Only the ready band matters: the delayed band's rows are all late.
+CREATE FUNCTION ocd_relabel() RETURNS void
+LANGUAGE sql AS $fn$
+  UPDATE ocd_messages m SET late = false
+  FROM (SELECT x.seq, x.sent_ms >= coalesce(max(x.sent_ms) OVER (
+                 PARTITION BY x.seq >> 40 ORDER BY x.seq
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS ok
+        FROM ocd_messages x
+        WHERE x.seq >= 1::bigint << 40 AND x.seq & (1::bigint << 39) = 0
+          AND x.grp IS NULL) AS r
+  WHERE m.seq = r.seq AND r.ok AND m.late;
+$fn$;
+SELECT ocd_relabel();
 CREATE INDEX ocd_messages_late ON ocd_messages (queue, sent_ms, seq) WHERE late;
 DROP INDEX ocd_messages_sent;
 

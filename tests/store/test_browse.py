@@ -100,6 +100,29 @@ async def test_messages_that_come_back_late_still_browse_search_and_expire_in_se
     assert (b.count, b.oldest_ms) == (3, T0 + 300)
 
 
+@pytest.mark.parametrize("came_in", ["delayed", "moved"])
+async def test_the_oldest_message_counts_one_sent_earlier_behind_a_late_one(store, came_in):
+    """A message appended late (a delay that ended, a move from another queue) can sit
+    before one sent earlier by a clock that read less; the oldest message is still the
+    earliest sent, after an ack makes the store look it up again."""
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    if came_in == "delayed":
+        await store.enqueue(q, sent(1, at=T0 + 100, prefix="l", delay_ms=100))
+    else:
+        other = await store.ensure_queue("other", "local", None, T0)
+        await store.enqueue(other, sent(1, at=T0 + 100, prefix="l"))
+        [o] = await store.browse(other, T0 + 300, BrowseQuery())
+        assert await store.move_messages(other, q, [o.seq], T0 + 300) == 1
+    now = T0 + 300
+    [late] = (await store.claim(q, Claim(1, now, now + 60_000, 5, NO_DLQ))).deliveries
+    await store.enqueue(q, sent(2, at=T0 + 50, step_ms=10, prefix="s"))  # s0 at T0 + 50
+    got = (await store.claim(q, Claim(2, now, now + 60_000, 5, NO_DLQ))).deliveries
+    assert [d.id[0] + d.id[-1] for d in got] == ["s0", "s1"]
+    await store.settle(q, [got[1].seq], [], [], NO_DLQ, now)  # the store looks again
+    assert (await store.backlog(q)).oldest_ms == T0 + 50
+    assert (late.sent_ms, (await store.backlog(q)).count) == (T0 + 100, 2)
+
+
 async def test_browse_never_leases_or_counts_attempts(store):
     q = await store.ensure_queue("jobs", "local", None, T0)
     await store.enqueue(q, sent(3))

@@ -10,6 +10,7 @@ import asyncio
 
 from ocd.store import (
     DEDUP_WINDOW_MS,
+    BrowseQuery,
     Claim,
     DeadLetter,
     LeaseKind,
@@ -257,3 +258,19 @@ async def test_peek_shows_group_and_sequence(store):
     _, sent = await store.enqueue_fifo(q, [fmsg("a", 0)])
     p = await store.peek(q, T0, 10)
     assert (p[0].group, p[0].sequence, p[0].dedup) == ("a", sent[0].sequence, "a-0")
+
+
+async def test_the_oldest_message_counts_one_sent_earlier_behind_one_moved_in(store):
+    """A message moved in from another FIFO queue can sit before one sent earlier by a clock
+    that read less; the oldest message is still the earliest sent, after an ack makes the
+    store look it up again."""
+    q, other = await fifo_queue(store), await fifo_queue(store, "other.fifo")
+    await store.enqueue(other, [fmsg("m", 0, at=T0 + 100)])
+    [o] = await store.browse(other, T0 + 300, BrowseQuery())
+    assert await store.move_messages(other, q, [o.seq], T0 + 300) == 1
+    await store.enqueue(q, [fmsg("a", 0, at=T0 + 50), fmsg("b", 0, at=T0 + 60)])
+    got = (await store.claim(q, Claim(3, T0 + 300, T0 + LEASE, 4, NO_DLQ))).deliveries
+    assert sorted(names(got)) == ["a-0", "b-0", "m-0"]
+    [b] = [d for d in got if names([d]) == ["b-0"]]
+    await store.settle(q, [b.seq], [], [], NO_DLQ, T0 + 300)  # the store looks again
+    assert (await store.backlog(q)).oldest_ms == T0 + 50

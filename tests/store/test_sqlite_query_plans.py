@@ -43,9 +43,22 @@ HOT = {
 }
 
 
-# min(sent_ms) over the index (queue, sent_ms) is a single seek (SQLite's min/max
+# min(sent_ms) over the late index (queue, sent_ms) is a single seek (SQLite's min/max
 # optimisation), although its plan reads like "(queue=?)".
 MIN_MAX = {"OLDEST": (sql.OLDEST, (1,))}
+
+BAND = {"lo": Q1, "end": Q1 + (1 << 39)}
+TOP = 1 << 62
+PAGE = {"q": 1, "now": 5, "b": 10, "from": 0, "to": TOP, "att": 0, "n": 10, **BAND}
+# Reads in send time order: the late rows by their index, the rows in order by seq ranges.
+IN_SEND_ORDER = {
+    "EXPIRE": (sql.EXPIRE, (1, 5, 10)),
+    "DELETE_QUEUE_MESSAGES": (sql.DELETE_QUEUE_MESSAGES, (1,)),
+    "browse (newest first)": (sql.browse(True, "any"), {**PAGE, "cs": TOP, "cq": TOP}),
+    "browse (oldest first, ready)": (sql.browse(False, "ready"), {**PAGE, "cs": 9, "cq": Q1}),
+    "browse (in flight)": (sql.browse(True, "inflight"), {**PAGE, "cs": 9, "cq": Q1}),
+    "SEARCH": (sql.SEARCH, {**PAGE, "scan": 100, "needle": b"1", "id": None}),
+}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +69,8 @@ def con(tmp_path_factory):
     # Give the planner a deep queue, as it would see in production after ANALYZE or not.
     c.executemany(
         sql.insert_log(1),
-        ((Q1 + i, 1, f"{i:032x}", "json", b"1", 1, 1, i, None) for i in range(20_000)),
+        # sent in order, but one in ten came back late
+        ((Q1 + i, 1, f"{i:032x}", "json", b"1", 1, i, i, None, i % 10 == 0) for i in range(20_000)),
     )
     # and a deep FIFO queue: 20,000 messages in two groups
     c.executemany(sql.insert_order(1), ((1, "ab"[i % 2], i + 1, Q1 + i, i) for i in range(20_000)))
@@ -77,10 +91,29 @@ def test_statement_never_walks_a_whole_queue(con, name):
         assert not d.startswith("SCAN messages"), (name, details)
 
 
-def test_oldest_is_a_min_over_the_sent_index(con):
+def test_oldest_is_the_bands_first_row_or_a_min_over_the_late_index(con):
     query, params = MIN_MAX["OLDEST"]
-    [detail] = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + query, params)]
-    assert "messages_sent" in detail and query.strip().lower().startswith("select min(sent_ms)")
+    details = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + query, params)]
+    searches = [d for d in details if d.startswith("SEARCH messages")]
+    assert searches == [
+        "SEARCH messages USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+        "SEARCH messages USING INDEX messages_late (queue=?)",
+    ], details
+    assert "min(sent_ms) FROM messages WHERE queue = ?1 AND late" in query
+    assert con.execute(query, params).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("name", sorted(IN_SEND_ORDER))
+def test_reads_in_send_order_walk_the_late_index_and_ranges_of_the_band(con, name):
+    query, params = IN_SEND_ORDER[name]
+    details = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + query, params)]
+    for d in details:
+        assert d.split()[:2] not in (["SCAN", t] for t in ("messages", "m", "x", "p")), (
+            name,
+            details,
+        )
+        if d.startswith(("SEARCH messages", "SEARCH m ", "SEARCH x ", "SEARCH p ")):
+            assert "PRIMARY KEY (rowid" in d or "messages_late (queue=?" in d, (name, details)
 
 
 # FIFO statements: a group's messages by fifo_order's key (queue, grp, fseq), groups by their
@@ -126,8 +159,8 @@ def test_fifo_statement_reads_groups_by_their_own_indexes(con, name):
             details,
         )
         if d.startswith(("SEARCH messages", "SEARCH m ")):
-            # by seq, or the oldest first by the sent index (retention, the oldest message)
-            assert "PRIMARY KEY" in d or "messages_sent" in d, (name, details)
+            # by seq, or the oldest first by the late index (retention, the oldest message)
+            assert "PRIMARY KEY" in d or "messages_late" in d, (name, details)
         if d.startswith(("SEARCH fifo_order", "SEARCH o ")):
             # the queue alone is the whole queue: its group, at least, is named
             assert "grp=?" in d, (name, details)

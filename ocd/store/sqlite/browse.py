@@ -9,16 +9,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ocd.store import rules
-from ocd.store.sqlite import sql
+from ocd.store.sqlite import layout, sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.ops import (
     read_all,
-    read_one,
 )
 from ocd.store.values import Browsed, BrowseQuery, QueueRecord, Searched, SearchQuery
-
-SEARCH_MATCH_CAP = 2_000  # past this many matches a search walks down from the newest
 
 
 class SqliteBrowsing(SqliteCore):
@@ -39,8 +36,12 @@ class SqliteBrowsing(SqliteCore):
             "to": query.sent_to_ms if query.sent_to_ms is not None else top,
             "att": query.min_attempts,
             "n": query.limit,
+            **_band(queue),
         }
-        return await self._browsed(sql.browse(query.newest_first, query.state), params)
+        # the late rows' page and the page of those in order, merged
+        found = await self._browsed(sql.browse(query.newest_first, query.state), params)
+        found.sort(key=lambda b: (b.sent_ms, b.seq), reverse=query.newest_first)
+        return found[: query.limit]
 
     async def message(self, queue: QueueRecord, seq: int, body_bytes: int) -> Browsed | None:
         params = {"q": queue.key, "seq": seq, "b": body_bytes, "now": 0}
@@ -59,37 +60,19 @@ class SqliteBrowsing(SqliteCore):
         needle, scan_limit = query.needle, query.scan_limit
         message_id = rules.searchable_id(query.message_id)
         limit, body_bytes = query.limit, query.body_bytes
-        assert self._r is not None
-        try:
-            bound = await read_one(
-                self._r, sql.SEARCH_BOUND, {"q": queue.key, "skip": scan_limit - 1}
-            )
-        except sqlite3.Error as e:
-            raise translate(e, self.where, "read") from e
-        # Fewer messages than the limit: the window is the whole queue (its count is known).
-        window = scan_limit if bound is not None else self.catalogue.count(queue.key)
         params = {
             "q": queue.key,
             "now": now_ms,
             "b": body_bytes,
-            "since": bound[0] if bound is not None else 0,
+            "scan": scan_limit,
             "needle": needle,
             "id": message_id,
             "n": limit,
-            "cap": SEARCH_MATCH_CAP,
+            **_band(queue),
         }
-        try:
-            seqs = [seq for (seq,) in await read_all(self._r, sql.SEARCH_SEQS, params)]
-        except sqlite3.Error as e:
-            raise translate(e, self.where, "read") from e
-        if len(seqs) >= SEARCH_MATCH_CAP:  # plenty of matches: the newest, from the top
-            rows = await self._browsed(sql.SEARCH, params)
-        else:
-            newest = seqs[-limit:] if limit else []
-            marks_ = ", ".join(f":s{i}" for i in range(len(newest)))
-            by_seq = {f"s{i}": seq for i, seq in enumerate(newest)}
-            statement = sql.SEARCH_ROWS.format(marks=marks_)
-            rows = await self._browsed(statement, {**params, **by_seq}) if newest else []
+        rows = await self._browsed(sql.SEARCH, params)
+        # the window: the newest scan_limit messages, or all of them if fewer
+        window = min(scan_limit, self.catalogue.count(queue.key))
         return Searched(rows, int(window))
 
     async def _browsed(self, statement: str, params: dict[str, Any]) -> list[Browsed]:
@@ -102,3 +85,9 @@ class SqliteBrowsing(SqliteCore):
             Browsed(seq, mid, ct, bytes(body), size, sent, vis, att, bool(leased), grp, fseq)
             for seq, mid, ct, body, size, sent, vis, att, leased, grp, fseq in rows
         ]
+
+
+def _band(queue: QueueRecord) -> dict[str, int]:
+    """A queue's ready band, where its rows in order are (a FIFO queue's rows are all late)."""
+    lo, end = layout.band(queue.key)
+    return {"lo": lo, "end": end}

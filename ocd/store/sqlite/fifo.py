@@ -69,8 +69,8 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     if not fresh:
         return out
     # The rows at the tail of the queue's band, in send order: a group's rows in the order
-    # of their sequence numbers, as the cut needs.
-    base = layout.take(tx, queue.key, len(fresh))
+    # of their sequence numbers, as the cut needs; late if sent before the floor (layout.py).
+    base, floor = layout.take_sent(tx, queue.key, len(fresh), max(m.sent_ms for m, _ in fresh))
     rows: list[tuple[Any, ...]] = []
     order: list[tuple[Any, ...]] = []
     heads: dict[str, tuple[int, int]] = {}
@@ -78,9 +78,12 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     first: int | None = None
     for i, (m, fseq) in enumerate(fresh):
         seq = base + i
+        late = m.sent_ms < floor
+        if not late:
+            floor = m.sent_ms
         rows.append(
             (seq, queue.key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms,
-             m.group, m.dedup, fseq, m.attrs)
+             m.group, m.dedup, fseq, m.attrs, late)
         )  # fmt: skip
         if m.group is not None:
             order.append((queue.key, m.group, fseq, seq, m.visible_ms))
@@ -326,6 +329,7 @@ def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_
     moved = 0
     size = 0
     oldest: int | None = None
+    newest = 0
     groups: set[str] = set()
     if not info:
         return 0
@@ -354,11 +358,13 @@ def move(tx: Tx, queue: QueueRecord, seqs: Sequence[int], dlq: QueueRecord, now_
         moved += 1
         size += got[0]
         oldest = got[1] if oldest is None else min(oldest, got[1])
+        newest = max(newest, got[1])
         if got[2] is not None:
             groups.add(got[2])
     if moved:
         assert oldest is not None
         conn.execute(sql.FIFO_SET_SEQ, (last, dlq.key))
+        conn.execute(sql.RAISE_FLOOR, (newest, dlq.key))  # moved in: late, and sent before
         tx.removed(queue.key, moved, size)
         tx.added(dlq.key, moved, size, oldest)
         refresh(tx, dlq.key, groups)

@@ -28,7 +28,7 @@ from ocd.store.values import NewMessage, QueueRecord
 
 SPAN = 1 << 40  # seqs a queue owns
 DELAYED = 1 << 39  # the delayed band's offset in them
-ROWS = 32  # messages per INSERT statement (nine parameters each)
+ROWS = 32  # messages per INSERT statement (ten parameters each)
 PROMOTE_BATCH = 1000
 
 
@@ -53,6 +53,17 @@ def take(tx: Tx, queue: int, n: int, delayed: bool = False) -> int:
     return queue * SPAN + (DELAYED if delayed else 0) + int(row[0]) - n
 
 
+def take_sent(tx: Tx, queue: int, n: int, top_ms: int) -> tuple[int, int]:
+    """``take`` for a send of ``n`` messages to the ready band, the latest sent at
+    ``top_ms``: the first seq, and the floor before (rows sent before it are late)."""
+    row = fetch_one(tx.conn, sql.TAKE_SENT_SEQS, (n, top_ms, queue))
+    if row is None:
+        tx.conn.execute(sql.NEW_CURSOR, (queue, queue * SPAN))
+        row = fetch_one(tx.conn, sql.TAKE_SENT_SEQS, (n, top_ms, queue))
+    tail, floor = row
+    return queue * SPAN + int(tail) - n, int(floor)
+
+
 def cursor(tx: Tx, queue: int) -> int:
     row = fetch_one(tx.conn, sql.CURSOR, (queue,))
     return int(row[0]) if row is not None else queue * SPAN
@@ -60,24 +71,37 @@ def cursor(tx: Tx, queue: int) -> int:
 
 def rows(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[tuple[Any, ...]]:
     """Sends: seqs at the tail of the ready band for ready ones, in the delayed band for
-    delayed ones (visible after their send time), held until due; the rows to insert."""
+    delayed ones (visible after their send time), held until due; the rows to insert. A
+    ready row is in order (not late) if it was sent no earlier than every row sent before
+    it to the band: the cursor row's floor, then the batch's own. Delayed ones raise the
+    floor too: they come to the band later, sent before what is sent meanwhile."""
     key = queue.key
     ready = [m for m in messages if m.visible_ms <= m.sent_ms]
-    out = _rows(take(tx, key, len(ready)), key, ready) if ready else []
+    top = max(m.sent_ms for m in messages)
+    out: list[tuple[Any, ...]] = []
+    if ready:
+        first, floor = take_sent(tx, key, len(ready), top)
+        for i, m in enumerate(ready):
+            late = m.sent_ms < floor
+            if not late:
+                floor = m.sent_ms
+            out.append(
+                (first + i, key, m.id, m.content_type, m.body, len(m.body), m.sent_ms,
+                 m.visible_ms, m.attrs, late)
+            )  # fmt: skip
     if len(ready) < len(messages):
         waiting = [m for m in messages if m.visible_ms > m.sent_ms]
-        held = _rows(take(tx, key, len(waiting), delayed=True), key, waiting)
+        first = take(tx, key, len(waiting), delayed=True)
+        held = [
+            (first + i, key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms,
+             m.attrs, True)
+            for i, m in enumerate(waiting)
+        ]  # fmt: skip
         tx.conn.executemany(sql.HOLD_NEW, ((r[0], key, r[7]) for r in held))
+        if not ready:
+            tx.conn.execute(sql.RAISE_FLOOR, (top, key))
         out += held
     return out
-
-
-def _rows(first: int, key: int, messages: Sequence[NewMessage]) -> list[tuple[Any, ...]]:
-    return [
-        (first + i, key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms,
-         m.attrs)
-        for i, m in enumerate(messages)
-    ]  # fmt: skip
 
 
 class Enqueue(Op):
@@ -160,6 +184,8 @@ def reappend(
     tx.conn.execute(sql.DELETE_LOG_SEQS, {"seqs": encoded, "src": source})
     tx.conn.execute(sql.DELETE_HELD_SEQS, (encoded,))
     tx.notify.add(to)
+    if to != source and rows:  # moved in: sent, perhaps, after the queue's own sends
+        tx.conn.execute(sql.RAISE_FLOOR, (max(r[1] for r in rows), to))
     size = sum(r[0] for r in rows)
     return len(rows), size, min((r[1] for r in rows), default=None)
 

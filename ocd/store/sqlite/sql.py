@@ -91,7 +91,10 @@ LIMIT :n
 # A fifo_order row is named by its key, (queue, grp, fseq), one row a statement: a list of
 # keys (IN, a join) lets the planner walk the queue's rows instead.
 
-DELETE_QUEUE_MESSAGES = "DELETE FROM messages WHERE queue = ?"
+# A queue's rows are in its range of seqs (layout.py): no index starts with the queue.
+DELETE_QUEUE_MESSAGES = """
+DELETE FROM messages WHERE seq >= (?1 << 40) AND seq < ((?1 + 1) << 40) AND +queue = ?1
+"""
 
 # A FIFO message's row counts while its fifo_order row names it (dead rows wait for the
 # queue's cut).
@@ -133,9 +136,22 @@ WHERE queue = ?3 AND grp = ?4 AND fseq = ?5 AND lease IS NOT NULL
   AND (?2 IS NULL OR lease_kind = ?2)
 """
 
-EXPIRE = """
+# A standard queue's ready band from its start (?1 << 40) to its delayed band ((?1 << 40) +
+# (1 << 39)).
+_BAND = "seq >= (?1 << 40) AND seq < ((?1 << 40) + (1 << 39))"
+
+# Retention (?2 the cutoff, ?3 at most): the late rows sent before it, by their index, and
+# the rows in order before the first one sent at or after it (rows in order are in send
+# time order).
+EXPIRE = f"""
 DELETE FROM messages WHERE seq IN (
-  SELECT seq FROM messages WHERE queue = ? AND sent_ms < ? LIMIT ?)
+  SELECT seq FROM messages WHERE queue = ?1 AND late AND sent_ms < ?2
+  UNION ALL
+  SELECT seq FROM messages WHERE seq >= (?1 << 40) AND seq < coalesce(
+      (SELECT seq FROM messages WHERE {_BAND} AND NOT late AND sent_ms >= ?2 ORDER BY seq LIMIT 1),
+      (?1 << 40) + (1 << 39))
+    AND NOT late AND sent_ms < ?2
+  LIMIT ?3)
 RETURNING size, grp, seq
 """
 
@@ -149,11 +165,25 @@ CROSS JOIN fifo_order o ON o.queue = g.queue AND o.grp = g.grp
 WHERE g.queue = ?1 AND g.ready_ms > ?2 AND o.visible_ms > ?2 AND o.lease_kind = 1
 """
 
-OLDEST = "SELECT min(sent_ms) FROM messages WHERE queue = ?"
-# A FIFO queue's oldest message: the sent index walked past the dead rows.
+# A queue's oldest message: its ready band's first row (if in order, the oldest of those in
+# order), or its oldest late row.
+OLDEST = f"""
+SELECT min(t) FROM (
+  SELECT (SELECT sent_ms FROM messages WHERE {_BAND} ORDER BY seq LIMIT 1) AS t
+  UNION ALL
+  SELECT min(sent_ms) FROM messages WHERE queue = ?1 AND late)
+"""
+# A FIFO queue's oldest live message: its first live row from its cut (cursors.next: the rows
+# before it are dead), or its oldest live late row (the late index walked past dead rows).
 OLDEST_FIFO = f"""
-SELECT m.sent_ms FROM messages m INDEXED BY messages_sent WHERE m.queue = ? AND {_LIVE}
-ORDER BY m.sent_ms LIMIT 1
+SELECT min(t) FROM (
+  SELECT (SELECT m.sent_ms FROM messages m
+          WHERE m.seq >= (SELECT next FROM cursors WHERE queue = ?1)
+            AND m.seq < (?1 << 40) + (1 << 39) AND {_LIVE}
+          ORDER BY m.seq LIMIT 1) AS t
+  UNION ALL
+  SELECT (SELECT m.sent_ms FROM messages m INDEXED BY messages_late
+          WHERE m.queue = ?1 AND m.late AND {_LIVE} ORDER BY m.sent_ms LIMIT 1))
 """
 
 # Per FIFO queue: messages not ready now (retrying later, or leased), and of those the leased
@@ -210,13 +240,13 @@ DEDUP_CLEAR = "DELETE FROM fifo_dedup WHERE queue = ?"
 # A FIFO message's row, written once: its changing state is its fifo_order row's.
 _INSERT_FIFO = (
     "INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, grp, "
-    "dedup, fseq, attrs) VALUES "
+    "dedup, fseq, attrs, late) VALUES "
 )
 
 
 @functools.cache
 def insert_fifo(rows: int) -> str:
-    return _INSERT_FIFO + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    return _INSERT_FIFO + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
 
 
 @functools.cache
@@ -362,10 +392,18 @@ SELECT
   (SELECT min(ready_ms) FROM fifo_groups WHERE queue = :q AND ready_ms > :now)
 """
 
-# The oldest live messages of a FIFO queue (retention): their seqs, by the sent index.
+# The live messages of a FIFO queue sent before ?2 (retention), at most ?3: late ones by
+# their index, and those in order from the cut up to the first sent at or after ?2.
 EXPIRED_FIFO = f"""
-SELECT m.seq FROM messages m INDEXED BY messages_sent
-WHERE m.queue = ? AND m.sent_ms < ? AND {_LIVE} LIMIT ?
+SELECT m.seq FROM messages m INDEXED BY messages_late
+WHERE m.queue = ?1 AND m.late AND m.sent_ms < ?2 AND {_LIVE}
+UNION ALL
+SELECT m.seq FROM messages m
+WHERE m.seq >= (SELECT next FROM cursors WHERE queue = ?1) AND m.seq < coalesce(
+    (SELECT seq FROM messages WHERE {_BAND} AND NOT late AND sent_ms >= ?2 ORDER BY seq LIMIT 1),
+    (?1 << 40) + (1 << 39))
+  AND NOT m.late AND m.sent_ms < ?2 AND {_LIVE}
+LIMIT ?3
 """
 
 # ------------------------------------------------------------------ cron triggers
@@ -394,17 +432,57 @@ _STATES = {
 }
 
 
+# Where a cursor falls among a standard queue's rows in order: for each target k (0: the
+# range's start :from, 1: its end :to, 2: the page's cursor), the first seq of the ready band
+# [:lo, :end) of a row in order whose (sent_ms, seq) is at least the target's (:end if none).
+# A binary search by primary key probes (rows in order are in send time order), the three
+# side by side; each probe walks past the late rows it meets.
+_SEEK = """
+seek (k, a, b, h, ms, sq) AS (
+  SELECT 0, :lo, :end, :end, :from, -1
+  UNION ALL SELECT 1, :lo, :end, :end, :to + 1, -1
+  UNION ALL SELECT 2, :lo, :end, :end, :cs, :cq + {after}
+  UNION ALL
+  SELECT s.k,
+         CASE WHEN p.seq IS NOT NULL AND (p.sent_ms, p.seq) < (s.ms, s.sq) THEN p.seq + 1
+              ELSE s.a END,
+         CASE WHEN p.seq IS NOT NULL AND (p.sent_ms, p.seq) < (s.ms, s.sq) THEN s.b
+              ELSE s.a + (s.b - s.a) / 2 END,
+         CASE WHEN p.seq IS NOT NULL AND (p.sent_ms, p.seq) >= (s.ms, s.sq) THEN p.seq
+              ELSE s.h END,
+         s.ms, s.sq
+  FROM seek s LEFT JOIN messages p ON p.seq = (
+    SELECT min(x.seq) FROM messages x
+    WHERE x.seq >= s.a + (s.b - s.a) / 2 AND x.seq < s.b AND NOT x.late)
+  WHERE s.a < s.b),
+found (k, at) AS (SELECT k, h FROM seek WHERE a >= b)
+"""
+
+
 @functools.cache
 def browse(newest_first: bool, state: str) -> str:
-    """A keyset page over the (queue, sent_ms) index, whose entries end with the rowid
-    (seq): the (sent_ms, seq) row value walks that index from the cursor, no sort, no
-    offset. Parameters :q :now :b :cs :cq :from :to :att :n."""
+    """A keyset page of a standard queue, two pages in one statement (one snapshot) for the
+    caller to merge: its late rows over their (queue, sent_ms) index, whose entries end with
+    the rowid (seq), so the (sent_ms, seq) row value walks that index from the cursor; and
+    its rows in order, a run of the ready band between the seqs ``_SEEK`` finds. A FIFO
+    queue's rows are all late. Parameters :q :now :b :cs :cq :from :to :att :n :lo :end."""
     op, order = ("<", "DESC") if newest_first else (">", "ASC")
+    if newest_first:  # before the cursor
+        lo, hi = "(SELECT at FROM found WHERE k = 0)", "(SELECT min(at) FROM found WHERE k > 0)"
+    else:  # after it
+        lo, hi = "(SELECT max(at) FROM found WHERE k <> 1)", "(SELECT at FROM found WHERE k = 1)"
+    filters = f"attempts >= :att{_STATES[state]}"
     return (
-        f"SELECT {_BROWSED} FROM message_states "
-        f"WHERE queue = :q AND (sent_ms, seq) {op} (:cs, :cq) "
-        f"AND sent_ms BETWEEN :from AND :to AND attempts >= :att{_STATES[state]} "
-        f"ORDER BY sent_ms {order}, seq {order} LIMIT :n"
+        "WITH RECURSIVE "
+        + _SEEK.format(after=0 if newest_first else 1)
+        + f"SELECT * FROM (SELECT {_BROWSED} FROM message_states "
+        f"WHERE queue = :q AND late AND (sent_ms, seq) {op} (:cs, :cq) "
+        f"AND sent_ms BETWEEN :from AND :to AND {filters} "
+        f"ORDER BY sent_ms {order}, seq {order} LIMIT :n) "
+        "UNION ALL "
+        f"SELECT * FROM (SELECT {_BROWSED} FROM message_states "
+        f"WHERE seq >= {lo} AND seq < {hi} AND NOT late AND {filters} "
+        f"ORDER BY seq {order} LIMIT :n)"
     )
 
 
@@ -416,33 +494,21 @@ SELECT m.seq FROM messages m
 WHERE m.seq IN (SELECT value FROM json_each(:seqs)) AND +m.queue = :q AND {_LIVE}
 """
 
-# Where the newest :scan messages of a queue begin: the send time of the :scan-th newest,
-# found by walking the (queue, sent_ms) index alone (no row is read). Not a page offset:
-# the search below then reads rows from the newest down to that time, stopping at :n matches.
-SEARCH_BOUND = """
-SELECT sent_ms FROM messages INDEXED BY messages_sent WHERE queue = :q
-ORDER BY sent_ms DESC LIMIT 1 OFFSET :skip
-"""
-
-_MATCHES = """
-WHERE queue = :q AND sent_ms >= :since
-  AND (:needle IS NULL OR instr(body, :needle) > 0) AND (:id IS NULL OR id = :id)"""
-
-# The matches' seqs in index order (oldest first), at most :cap of them: an ascending walk
-# of the index is the cheapest full pass over the window when few messages match.
-SEARCH_SEQS = f"""
-SELECT seq FROM messages INDEXED BY messages_sent {_MATCHES}
-ORDER BY sent_ms, seq LIMIT :cap
-"""
-
-# Many matches: the newest :n, walking down from the newest (it stops after :n).
+# A search: the newest :scan messages of a queue (of those in order, the ready band from its
+# tail down; of the late ones, their index from the newest down), each row read once and
+# tested there, and the newest :n matches among them, as readers see them.
+_HIT = "(:needle IS NULL OR instr(body, :needle) > 0) AND (:id IS NULL OR id = :id)"
 SEARCH = f"""
-SELECT {_BROWSED} FROM message_states {_MATCHES}
-ORDER BY sent_ms DESC, seq DESC LIMIT :n
-"""
-
-SEARCH_ROWS = f"""
-SELECT {_BROWSED} FROM message_states WHERE queue = :q AND seq IN ({{marks}})
+WITH w (seq, sent_ms, hit) AS (
+  SELECT seq, sent_ms, hit FROM (
+    SELECT * FROM (SELECT seq, sent_ms, {_HIT} AS hit FROM messages
+                   WHERE seq >= :lo AND seq < :end AND NOT late ORDER BY seq DESC LIMIT :scan)
+    UNION ALL
+    SELECT * FROM (SELECT seq, sent_ms, {_HIT} AS hit FROM messages WHERE queue = :q AND late
+                   ORDER BY sent_ms DESC, seq DESC LIMIT :scan))
+  ORDER BY sent_ms DESC, seq DESC LIMIT :scan)
+SELECT {_BROWSED} FROM message_states WHERE queue = :q AND seq IN (
+  SELECT seq FROM w WHERE hit ORDER BY sent_ms DESC, seq DESC LIMIT :n)
 ORDER BY sent_ms DESC, seq DESC
 """
 
@@ -524,20 +590,30 @@ DELETE FROM kv WHERE rowid IN (
 # A queue's cursor row: the first unclaimed seq of its ready band, and the numbers each band
 # has given (the new ones are RETURNed: a send reserves its seqs in one statement).
 TAKE_SEQS = "UPDATE cursors SET tail = tail + ? WHERE queue = ? RETURNING tail"
+# A send's seqs: the floor raised to its greatest send time, and what it was (SQLite's SET
+# reads the row as it was).
+TAKE_SENT_SEQS = """
+UPDATE cursors SET tail = tail + ?1, was_ms = floor_ms, floor_ms = max(floor_ms, ?2)
+WHERE queue = ?3 RETURNING tail, was_ms
+"""
+# Rows sent before the floor came in another way (delayed, moved in): later sends must not
+# be in order before them.
+RAISE_FLOOR = "UPDATE cursors SET floor_ms = max(floor_ms, ?1) WHERE queue = ?2"
 TAKE_DELAYED_SEQS = "UPDATE cursors SET dtail = dtail + ? WHERE queue = ? RETURNING dtail"
 NEW_CURSOR = "INSERT OR IGNORE INTO cursors (queue, next, tail, dtail) VALUES (?, ?, 0, 0)"
 CURSOR = "SELECT next FROM cursors WHERE queue = ?"
 SET_CURSOR = "UPDATE cursors SET next = ? WHERE queue = ?"
 
 _INSERT_LOG = (
-    "INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, attrs) "
+    "INSERT INTO messages (seq, queue, id, content_type, body, size, sent_ms, visible_ms, attrs, "
+    "late) "
 )
 
 
 @functools.cache
 def insert_log(rows: int) -> str:
-    """INSERT of ``rows`` messages under the seqs given, nine parameters each."""
-    return _INSERT_LOG + "VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+    """INSERT of ``rows`` messages under the seqs given, ten parameters each."""
+    return _INSERT_LOG + "VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
 
 
 HOLD_NEW = "INSERT INTO held (seq, queue, until_ms, attempts) VALUES (?, ?, ?, 0)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -18,20 +19,15 @@ from typing import Any
 from aiohttp import web
 
 import runtime
-from ocd import loader, reload
+from ocd import loader, reload, summary
 from ocd.admin import Admin
 from ocd.catchall import catch_all
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config
 from ocd.d1 import D1Service
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind
-from ocd.errors import (
-    ConfigError,
-    OcdError,
-    StartupError,
-    StoreLoopDied,
-    WorkerLoadErrors,
-)
+from ocd.errors import ConfigError, OcdError, StartupError, StoreLoopDied
+from ocd.hosts import service_fetch, start_js
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.browsers import Guard
 from ocd.http.cloudflare.app import add_api
@@ -40,9 +36,8 @@ from ocd.http.listeners import Listeners, sqs_verifier
 from ocd.http.ops import OpsRoutes
 from ocd.http.sqs.context import SqsContext
 from ocd.http.ui import Dashboard
-from ocd.http.workers import WorkerRoute, WorkerRouter
-from ocd.js.host import Prepared, WorkerdHost, prepare
-from ocd.js.workerd import WorkerdFailed
+from ocd.http.workers import WorkerRouter
+from ocd.js.host import Prepared, WorkerdHost
 from ocd.kv import KvService
 from ocd.loader import LoadedWorker
 from ocd.metrics import Metrics
@@ -57,8 +52,6 @@ from ocd.store import Store, make_store
 from ocd.wiring import consumer_plan, env_of, routes, schedules, serving_workers
 
 log = logging.getLogger(__name__)
-
-STATUS_EVERY_S = 10.0
 
 
 def load_workers(config: Config, fresh: bool = False) -> list[LoadedWorker]:
@@ -131,9 +124,9 @@ class Daemon:
                 self.clock.carry_on_from(await self.store.clock_mark())
             await self.admin.ensure_config_queues(self.config.queues)
             await self.admin.resume_moves()
-            self.services = ServiceSocket(self._service_fetch)
+            self.services = ServiceSocket(functools.partial(service_fetch, self))
             await self.services.start()
-            await self._start_js()
+            self.js = await start_js(self.config, self.workerd)
             try:
                 self.catch_all = catch_all(self.config, serving_workers(self.workers, self.js))
             except ConfigError as e:
@@ -161,25 +154,12 @@ class Daemon:
                 await self.services.stop()
             await self.store.close()
             raise
-        self._log_summary()
+        started = summary.started(self.config, self.store, self.port)
+        log.info("%s", started.line, extra={"event": "started", **started.fields})
         self.state = "ready"
         self.notifier.ready(self.status_line())
         self._supervise("ocd-watchdog", self.notifier.watchdog())
-        self._supervise("ocd-status", self._status_loop())
-
-    async def _start_js(self) -> None:
-        """Bundle the JavaScript workers and start workerd for them (if there are any)."""
-        try:
-            prepared = prepare(self.config)
-        except WorkerLoadErrors as e:
-            raise StartupError("; ".join(str(x) for x in e.errors)) from e
-        if prepared is None:
-            return
-        self.js = self.workerd(self.config, prepared)
-        try:
-            await self.js.start()
-        except WorkerdFailed as e:
-            raise StartupError(f"workerd refused the JavaScript workers:\n{e}") from e
+        self._supervise("ocd-status", summary.report_status(self.notifier, self.status_line))
 
     def workerd(self, config: Config, prepared: Prepared) -> WorkerdHost:
         """A workerd host for ``config``'s JavaScript workers, their bindings served here."""
@@ -235,44 +215,6 @@ class Daemon:
             )
             await self.listeners.start_sqs(ctx, sqs, server)
 
-    async def _service_fetch(self, worker: str, request: web.Request) -> web.StreamResponse:
-        """A service binding's request to ``worker`` (``ocd.services``): a JavaScript
-        worker's fetch in workerd, or a Python worker's with the env and background-task
-        keeping its routes have."""
-        js = self.js
-        if js is not None and any(w.name == worker for w in js.prepared.workers):
-            if not any(w.name == worker and w.serves_http for w in js.prepared.workers):
-                return web.Response(status=502, text=f'worker "{worker}" has no fetch handler\n')
-            return await js.fetch(worker, request)
-        w = next((w for w in self.workers if w.config.name == worker), None)
-        if w is None or w.fetch is None or self.router is None or worker not in self.envs:
-            what = "has no fetch handler" if w is not None else "is not running"
-            return web.Response(status=502, text=f'worker "{worker}" {what}\n')
-        return await self.router.serve(WorkerRoute(worker, "", w.fetch, self.envs[worker]), request)
-
-    def _log_summary(self) -> None:
-        cfg = self.config
-        consumers = [f"{c.queue}->{w.name}" for w in cfg.workers for c in w.consumers]
-        workers = [w.name + (" (workerd)" if w.js else "") for w in cfg.workers]
-        host = cfg.server.host
-        shown = f"[{host}]" if ":" in host else host
-        log.info(
-            "ocd serving on http://%s:%d; workers: %s; queues: %s; consumers: %s; database: %s",
-            shown,
-            self.port,
-            _some(workers),
-            _some([q.name for q in self.store.queues()]),
-            _some(consumers),
-            self.store.where,
-            extra={
-                "event": "started",
-                "listen": f"{shown}:{self.port}",
-                "workers": len(workers),
-                "queues": len(self.store.queues()),
-                "consumers": len(consumers),
-            },
-        )
-
     # ---------------------------------------------------------------- background
 
     def _supervise(self, name: str, coro: Any) -> None:
@@ -310,17 +252,8 @@ class Daemon:
         ) from exc
 
     def status_line(self) -> str:
-        queues = self.store.queues()
-        counts = [self.store.backlog_count(q) for q in queues]
-        return (
-            f"{len(self.workers)} worker(s), {len(queues)} queue(s), "
-            f"{sum(counts)} message(s) in backlog"
-        )
-
-    async def _status_loop(self) -> None:
-        while True:
-            await asyncio.sleep(STATUS_EVERY_S)
-            self.notifier.status(self.status_line())
+        """What systemd shows of ocd while it runs (``ocd.summary``)."""
+        return summary.status_line(self.workers, self.store)
 
     async def wait_failed(self) -> None:
         await self._failed.wait()
@@ -428,17 +361,3 @@ class Daemon:
 
 def _dispatch_task(key: tuple[str, str]) -> str:
     return f"ocd-dispatch-{key[0]}/{key[1]}"
-
-
-# Names a startup line lists before it counts the rest: thousands of queues make one line
-# of hundreds of kilobytes that no one reads.
-LISTED = 10
-
-
-def _some(names: list[str]) -> str:
-    """``names`` for a log line: all of a few, else the first few and how many more."""
-    if not names:
-        return "none"
-    if len(names) <= LISTED:
-        return ", ".join(names)
-    return f"{', '.join(names[:LISTED])} and {len(names) - LISTED:,} more"

@@ -9,7 +9,6 @@ Shutdown order: stop accepting HTTP -> stop claiming -> let in-flight batches fi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -26,7 +25,7 @@ from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config
 from ocd.d1 import D1Service
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind
-from ocd.errors import ConfigError, OcdError, StartupError, StoreLoopDied
+from ocd.errors import ConfigError, OcdError, StartupError
 from ocd.hosts import service_fetch, start_js
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.browsers import Guard
@@ -49,6 +48,7 @@ from ocd.retention import RETENTION_SWEEP_S, sweep_forever
 from ocd.scheduler import Scheduler
 from ocd.services import ServiceSocket
 from ocd.store import Store, make_store
+from ocd.supervisor import Supervisor, watch_store
 from ocd.wiring import consumer_plan, env_of, routes, schedules, serving_workers
 
 log = logging.getLogger(__name__)
@@ -71,9 +71,7 @@ class Daemon:
     api: ApiContext | None = None
     router: WorkerRouter | None = None
     listeners: Listeners = field(default_factory=Listeners)
-    _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
-    _failed: asyncio.Event = field(default_factory=asyncio.Event)
-    failure: BaseException | None = None
+    supervisor: Supervisor = field(default_factory=Supervisor)  # every background task
     retention_sweep_s: float = RETENTION_SWEEP_S
     stopped: bool = False
     notifier: Notifier = field(default_factory=Notifier)
@@ -137,16 +135,18 @@ class Daemon:
             for key, (worker, policy, kind) in plan.items():
                 self.start_dispatcher(key, worker, policy, kind)
             self.scheduler.set_schedules(schedules(self.config, self.workers, envs, self.js))
-            self._supervise("ocd-cron", self.scheduler.run())
+            self.supervisor.start("ocd-cron", self.scheduler.run())
             sweep = sweep_forever(self.store, self.clock, self.metrics, self.retention_sweep_s)
-            self._supervise("ocd-retention", sweep)
+            self.supervisor.start("ocd-retention", sweep)
             if isinstance(self.clock, SteadyClock):
-                self._supervise("ocd-clock", keep_mark(self.clock, self.store.save_clock_mark))
-            self._supervise("ocd-move-adopt", self.admin.adopt_loop())
-            self._supervise("ocd-store-loops", self._watch_store())
+                self.supervisor.start(
+                    "ocd-clock", keep_mark(self.clock, self.store.save_clock_mark)
+                )
+            self.supervisor.start("ocd-move-adopt", self.admin.adopt_loop())
+            self.supervisor.start("ocd-store-loops", watch_store(self.store))
             await self._start_http(envs)
         except BaseException:
-            await self._stop_background()
+            await self.supervisor.stop()
             if self.js is not None:
                 await self.js.stop()
             await self.d1.close()
@@ -158,8 +158,8 @@ class Daemon:
         log.info("%s", started.line, extra={"event": "started", **started.fields})
         self.state = "ready"
         self.notifier.ready(self.status_line())
-        self._supervise("ocd-watchdog", self.notifier.watchdog())
-        self._supervise("ocd-status", summary.report_status(self.notifier, self.status_line))
+        self.supervisor.start("ocd-watchdog", self.notifier.watchdog())
+        self.supervisor.start("ocd-status", summary.report_status(self.notifier, self.status_line))
 
     def workerd(self, config: Config, prepared: Prepared) -> WorkerdHost:
         """A workerd host for ``config``'s JavaScript workers, their bindings served here."""
@@ -179,7 +179,7 @@ class Daemon:
     ) -> None:
         d = Dispatcher(self.store, worker, policy, kind, self.clock, self.metrics)
         self.dispatchers[key] = d
-        self._supervise(_dispatch_task(key), d.run())
+        self.supervisor.start(_dispatch_task(key), d.run())
 
     async def _start_http(self, envs: dict[str, runtime.Env]) -> None:
         self.router = WorkerRouter(routes(self.config, self.workers, envs, self.js, self.catch_all))
@@ -198,7 +198,7 @@ class Daemon:
             self.ui = Dashboard(self)
             await self.ui.open()
             self.ui.add_to(app.router)
-            self._supervise("ocd-ui-live", self.ui.hub.run())
+            self.supervisor.start("ocd-ui-live", self.ui.hub.run())
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.router.handle)  # %0A too
         await self.listeners.start(app, server)
         sqs = self.config.sqs
@@ -217,46 +217,17 @@ class Daemon:
 
     # ---------------------------------------------------------------- background
 
-    def _supervise(self, name: str, coro: Any) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks[name] = task
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None and self.failure is None:
-            self.failure = exc
-            log.critical(
-                "background task %s died; stopping ocd",
-                task.get_name(),
-                exc_info=exc,
-                extra={"event": "task_died", "task": task.get_name()},
-            )
-            self._failed.set()
-
-    async def _watch_store(self) -> None:
-        """The store's own loops run until it closes (after this task is cancelled): one
-        that ends before is dead, and the daemon stops (exit 1; systemd restarts it) rather
-        than serve half-alive, every send failing."""
-        tasks = self.store.background()
-        if not tasks:
-            return
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        task = done.pop()
-        why = "was cancelled" if task.cancelled() else "stopped"
-        exc = None if task.cancelled() else task.exception()
-        raise StoreLoopDied(
-            f"the store's loop {task.get_name()} {why}" + (f": {exc!r}" if exc else "")
-        ) from exc
-
     def status_line(self) -> str:
         """What systemd shows of ocd while it runs (``ocd.summary``)."""
         return summary.status_line(self.workers, self.store)
 
     async def wait_failed(self) -> None:
-        await self._failed.wait()
+        await self.supervisor.failed.wait()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why a background task died (the daemon then stops); None while none has."""
+        return self.supervisor.failure
 
     # ---------------------------------------------------------------- stop
 
@@ -278,14 +249,14 @@ class Daemon:
             d.stop_claiming()
         # A dispatcher may be between claiming and starting a batch: let its loop finish
         # so that drain sees every batch.
-        loops = [t for n, t in self._tasks.items() if n.startswith("ocd-dispatch-")]
+        loops = [t for n, t in self.supervisor.tasks.items() if n.startswith("ocd-dispatch-")]
         if loops:
             await asyncio.wait(loops, timeout=5)
         inflight = sum(d.inflight for d in self.dispatchers.values())
         await asyncio.gather(*(d.drain(timeout) for d in self.dispatchers.values()))
         if self._retiring:  # consumers removed by a reload, still finishing their batches
             await asyncio.wait(set(self._retiring), timeout=timeout)
-        cron_loop = self._tasks.pop("ocd-cron", None)
+        cron_loop = self.supervisor.tasks.pop("ocd-cron", None)
         if cron_loop is not None:  # no new cron runs; those under way may finish
             cron_loop.cancel()
         await self.scheduler.idle(max(0.0, timeout - (time.monotonic() - started)))
@@ -294,7 +265,7 @@ class Daemon:
             left = max(0.0, timeout - (time.monotonic() - started))
             await asyncio.wait(set(self.router.background), timeout=left)
         await self.listeners.close()
-        await self._stop_background()
+        await self.supervisor.stop()
         if self.js is not None:
             await self.js.stop()
         if self.services is not None:
@@ -349,14 +320,6 @@ class Daemon:
         """Stop waiting for in-flight batches: hand them back now."""
         for d in self.dispatchers.values():
             d.abort()
-
-    async def _stop_background(self) -> None:
-        for task in self._tasks.values():
-            task.cancel()
-        for task in self._tasks.values():
-            with contextlib.suppress(BaseException):
-                await task
-        self._tasks.clear()
 
 
 def _dispatch_task(key: tuple[str, str]) -> str:

@@ -9,7 +9,7 @@ Shutdown order: stop accepting HTTP -> stop claiming -> let in-flight batches fi
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -18,20 +18,15 @@ from typing import Any
 from aiohttp import web
 
 import runtime
-from ocd import loader, reload
+from ocd import loader, reload, summary
 from ocd.admin import Admin
 from ocd.catchall import catch_all
 from ocd.clock import Clock, SteadyClock, keep_mark, save_mark
 from ocd.config import Config
 from ocd.d1 import D1Service
 from ocd.dispatch import ConsumerPolicy, Dispatcher, HandlerKind
-from ocd.errors import (
-    ConfigError,
-    OcdError,
-    StartupError,
-    StoreLoopDied,
-    WorkerLoadErrors,
-)
+from ocd.errors import ConfigError, OcdError, StartupError
+from ocd.hosts import service_fetch, start_js
 from ocd.http.body import BODY_POLICY, MIB, BodyPolicy
 from ocd.http.browsers import Guard
 from ocd.http.cloudflare.app import add_api
@@ -40,9 +35,8 @@ from ocd.http.listeners import Listeners, sqs_verifier
 from ocd.http.ops import OpsRoutes
 from ocd.http.sqs.context import SqsContext
 from ocd.http.ui import Dashboard
-from ocd.http.workers import WorkerRoute, WorkerRouter
-from ocd.js.host import Prepared, WorkerdHost, prepare
-from ocd.js.workerd import WorkerdFailed
+from ocd.http.workers import WorkerRouter
+from ocd.js.host import Prepared, WorkerdHost
 from ocd.kv import KvService
 from ocd.loader import LoadedWorker
 from ocd.metrics import Metrics
@@ -54,11 +48,10 @@ from ocd.retention import RETENTION_SWEEP_S, sweep_forever
 from ocd.scheduler import Scheduler
 from ocd.services import ServiceSocket
 from ocd.store import Store, make_store
+from ocd.supervisor import Supervisor, watch_store
 from ocd.wiring import consumer_plan, env_of, routes, schedules, serving_workers
 
 log = logging.getLogger(__name__)
-
-STATUS_EVERY_S = 10.0
 
 
 def load_workers(config: Config, fresh: bool = False) -> list[LoadedWorker]:
@@ -78,9 +71,7 @@ class Daemon:
     api: ApiContext | None = None
     router: WorkerRouter | None = None
     listeners: Listeners = field(default_factory=Listeners)
-    _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
-    _failed: asyncio.Event = field(default_factory=asyncio.Event)
-    failure: BaseException | None = None
+    supervisor: Supervisor = field(default_factory=Supervisor)  # every background task
     retention_sweep_s: float = RETENTION_SWEEP_S
     stopped: bool = False
     notifier: Notifier = field(default_factory=Notifier)
@@ -131,9 +122,9 @@ class Daemon:
                 self.clock.carry_on_from(await self.store.clock_mark())
             await self.admin.ensure_config_queues(self.config.queues)
             await self.admin.resume_moves()
-            self.services = ServiceSocket(self._service_fetch)
+            self.services = ServiceSocket(functools.partial(service_fetch, self))
             await self.services.start()
-            await self._start_js()
+            self.js = await start_js(self.config, self.workerd)
             try:
                 self.catch_all = catch_all(self.config, serving_workers(self.workers, self.js))
             except ConfigError as e:
@@ -144,16 +135,18 @@ class Daemon:
             for key, (worker, policy, kind) in plan.items():
                 self.start_dispatcher(key, worker, policy, kind)
             self.scheduler.set_schedules(schedules(self.config, self.workers, envs, self.js))
-            self._supervise("ocd-cron", self.scheduler.run())
+            self.supervisor.start("ocd-cron", self.scheduler.run())
             sweep = sweep_forever(self.store, self.clock, self.metrics, self.retention_sweep_s)
-            self._supervise("ocd-retention", sweep)
+            self.supervisor.start("ocd-retention", sweep)
             if isinstance(self.clock, SteadyClock):
-                self._supervise("ocd-clock", keep_mark(self.clock, self.store.save_clock_mark))
-            self._supervise("ocd-move-adopt", self.admin.adopt_loop())
-            self._supervise("ocd-store-loops", self._watch_store())
+                self.supervisor.start(
+                    "ocd-clock", keep_mark(self.clock, self.store.save_clock_mark)
+                )
+            self.supervisor.start("ocd-move-adopt", self.admin.adopt_loop())
+            self.supervisor.start("ocd-store-loops", watch_store(self.store))
             await self._start_http(envs)
         except BaseException:
-            await self._stop_background()
+            await self.supervisor.stop()
             if self.js is not None:
                 await self.js.stop()
             await self.d1.close()
@@ -161,25 +154,12 @@ class Daemon:
                 await self.services.stop()
             await self.store.close()
             raise
-        self._log_summary()
+        started = summary.started(self.config, self.store, self.port)
+        log.info("%s", started.line, extra={"event": "started", **started.fields})
         self.state = "ready"
         self.notifier.ready(self.status_line())
-        self._supervise("ocd-watchdog", self.notifier.watchdog())
-        self._supervise("ocd-status", self._status_loop())
-
-    async def _start_js(self) -> None:
-        """Bundle the JavaScript workers and start workerd for them (if there are any)."""
-        try:
-            prepared = prepare(self.config)
-        except WorkerLoadErrors as e:
-            raise StartupError("; ".join(str(x) for x in e.errors)) from e
-        if prepared is None:
-            return
-        self.js = self.workerd(self.config, prepared)
-        try:
-            await self.js.start()
-        except WorkerdFailed as e:
-            raise StartupError(f"workerd refused the JavaScript workers:\n{e}") from e
+        self.supervisor.start("ocd-watchdog", self.notifier.watchdog())
+        self.supervisor.start("ocd-status", summary.report_status(self.notifier, self.status_line))
 
     def workerd(self, config: Config, prepared: Prepared) -> WorkerdHost:
         """A workerd host for ``config``'s JavaScript workers, their bindings served here."""
@@ -199,7 +179,7 @@ class Daemon:
     ) -> None:
         d = Dispatcher(self.store, worker, policy, kind, self.clock, self.metrics)
         self.dispatchers[key] = d
-        self._supervise(_dispatch_task(key), d.run())
+        self.supervisor.start(_dispatch_task(key), d.run())
 
     async def _start_http(self, envs: dict[str, runtime.Env]) -> None:
         self.router = WorkerRouter(routes(self.config, self.workers, envs, self.js, self.catch_all))
@@ -218,7 +198,7 @@ class Daemon:
             self.ui = Dashboard(self)
             await self.ui.open()
             self.ui.add_to(app.router)
-            self._supervise("ocd-ui-live", self.ui.hub.run())
+            self.supervisor.start("ocd-ui-live", self.ui.hub.run())
         app.router.add_route("*", r"/{tail:[\s\S]*}", self.router.handle)  # %0A too
         await self.listeners.start(app, server)
         sqs = self.config.sqs
@@ -235,95 +215,19 @@ class Daemon:
             )
             await self.listeners.start_sqs(ctx, sqs, server)
 
-    async def _service_fetch(self, worker: str, request: web.Request) -> web.StreamResponse:
-        """A service binding's request to ``worker`` (``ocd.services``): a JavaScript
-        worker's fetch in workerd, or a Python worker's with the env and background-task
-        keeping its routes have."""
-        js = self.js
-        if js is not None and any(w.name == worker for w in js.prepared.workers):
-            if not any(w.name == worker and w.serves_http for w in js.prepared.workers):
-                return web.Response(status=502, text=f'worker "{worker}" has no fetch handler\n')
-            return await js.fetch(worker, request)
-        w = next((w for w in self.workers if w.config.name == worker), None)
-        if w is None or w.fetch is None or self.router is None or worker not in self.envs:
-            what = "has no fetch handler" if w is not None else "is not running"
-            return web.Response(status=502, text=f'worker "{worker}" {what}\n')
-        return await self.router.serve(WorkerRoute(worker, "", w.fetch, self.envs[worker]), request)
-
-    def _log_summary(self) -> None:
-        cfg = self.config
-        consumers = [f"{c.queue}->{w.name}" for w in cfg.workers for c in w.consumers]
-        workers = [w.name + (" (workerd)" if w.js else "") for w in cfg.workers]
-        host = cfg.server.host
-        shown = f"[{host}]" if ":" in host else host
-        log.info(
-            "ocd serving on http://%s:%d; workers: %s; queues: %s; consumers: %s; database: %s",
-            shown,
-            self.port,
-            _some(workers),
-            _some([q.name for q in self.store.queues()]),
-            _some(consumers),
-            self.store.where,
-            extra={
-                "event": "started",
-                "listen": f"{shown}:{self.port}",
-                "workers": len(workers),
-                "queues": len(self.store.queues()),
-                "consumers": len(consumers),
-            },
-        )
-
     # ---------------------------------------------------------------- background
 
-    def _supervise(self, name: str, coro: Any) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks[name] = task
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None and self.failure is None:
-            self.failure = exc
-            log.critical(
-                "background task %s died; stopping ocd",
-                task.get_name(),
-                exc_info=exc,
-                extra={"event": "task_died", "task": task.get_name()},
-            )
-            self._failed.set()
-
-    async def _watch_store(self) -> None:
-        """The store's own loops run until it closes (after this task is cancelled): one
-        that ends before is dead, and the daemon stops (exit 1; systemd restarts it) rather
-        than serve half-alive, every send failing."""
-        tasks = self.store.background()
-        if not tasks:
-            return
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        task = done.pop()
-        why = "was cancelled" if task.cancelled() else "stopped"
-        exc = None if task.cancelled() else task.exception()
-        raise StoreLoopDied(
-            f"the store's loop {task.get_name()} {why}" + (f": {exc!r}" if exc else "")
-        ) from exc
-
     def status_line(self) -> str:
-        queues = self.store.queues()
-        counts = [self.store.backlog_count(q) for q in queues]
-        return (
-            f"{len(self.workers)} worker(s), {len(queues)} queue(s), "
-            f"{sum(counts)} message(s) in backlog"
-        )
-
-    async def _status_loop(self) -> None:
-        while True:
-            await asyncio.sleep(STATUS_EVERY_S)
-            self.notifier.status(self.status_line())
+        """What systemd shows of ocd while it runs (``ocd.summary``)."""
+        return summary.status_line(self.workers, self.store)
 
     async def wait_failed(self) -> None:
-        await self._failed.wait()
+        await self.supervisor.failed.wait()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why a background task died (the daemon then stops); None while none has."""
+        return self.supervisor.failure
 
     # ---------------------------------------------------------------- stop
 
@@ -345,14 +249,14 @@ class Daemon:
             d.stop_claiming()
         # A dispatcher may be between claiming and starting a batch: let its loop finish
         # so that drain sees every batch.
-        loops = [t for n, t in self._tasks.items() if n.startswith("ocd-dispatch-")]
+        loops = [t for n, t in self.supervisor.tasks.items() if n.startswith("ocd-dispatch-")]
         if loops:
             await asyncio.wait(loops, timeout=5)
         inflight = sum(d.inflight for d in self.dispatchers.values())
         await asyncio.gather(*(d.drain(timeout) for d in self.dispatchers.values()))
         if self._retiring:  # consumers removed by a reload, still finishing their batches
             await asyncio.wait(set(self._retiring), timeout=timeout)
-        cron_loop = self._tasks.pop("ocd-cron", None)
+        cron_loop = self.supervisor.tasks.pop("ocd-cron", None)
         if cron_loop is not None:  # no new cron runs; those under way may finish
             cron_loop.cancel()
         await self.scheduler.idle(max(0.0, timeout - (time.monotonic() - started)))
@@ -361,7 +265,7 @@ class Daemon:
             left = max(0.0, timeout - (time.monotonic() - started))
             await asyncio.wait(set(self.router.background), timeout=left)
         await self.listeners.close()
-        await self._stop_background()
+        await self.supervisor.stop()
         if self.js is not None:
             await self.js.stop()
         if self.services is not None:
@@ -417,28 +321,6 @@ class Daemon:
         for d in self.dispatchers.values():
             d.abort()
 
-    async def _stop_background(self) -> None:
-        for task in self._tasks.values():
-            task.cancel()
-        for task in self._tasks.values():
-            with contextlib.suppress(BaseException):
-                await task
-        self._tasks.clear()
-
 
 def _dispatch_task(key: tuple[str, str]) -> str:
     return f"ocd-dispatch-{key[0]}/{key[1]}"
-
-
-# Names a startup line lists before it counts the rest: thousands of queues make one line
-# of hundreds of kilobytes that no one reads.
-LISTED = 10
-
-
-def _some(names: list[str]) -> str:
-    """``names`` for a log line: all of a few, else the first few and how many more."""
-    if not names:
-        return "none"
-    if len(names) <= LISTED:
-        return ", ".join(names)
-    return f"{', '.join(names[:LISTED])} and {len(names) - LISTED:,} more"

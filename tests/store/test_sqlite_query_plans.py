@@ -22,6 +22,7 @@ HOT = {
     ),
     "LOG_RUN": (sql.LOG_RUN, (Q1, Q1 + (1 << 39), 10)),
     "DELETE_SEQS": (sql.DELETE_SEQS.format(marks="?,?,?"), (1, 1, 2, 3)),
+    "DELETE_RUN": (sql.DELETE_RUN, (1, Q1, Q1 + 99)),
     "REAPPEND": (
         sql.REAPPEND,
         {

@@ -24,16 +24,26 @@ def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | N
         else:
             fifo.refresh(tx, queue.key, touched)
         return n
+    parts: list[tuple[str, tuple[int, ...]]]
+    if _is_run(seqs):  # a batch acked whole: one range, not a seek a seq
+        parts = [(sql.DELETE_RUN, (queue.key, min(seqs), max(seqs)))]
+    else:
+        parts = [
+            (sql.DELETE_SEQS.format(marks=marks(len(c))), (queue.key, *c)) for c in chunks(seqs)
+        ]
     n = 0
-    for chunk in chunks(seqs):
-        rows = fetch_all(
-            tx.conn, sql.DELETE_SEQS.format(marks=marks(len(chunk))), (queue.key, *chunk)
-        )
+    for statement, params in parts:
+        rows = fetch_all(tx.conn, statement, params)
         if rows:
             tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
         n += len(rows)
     layout.removed(tx, queue.key, seqs)
     return n
+
+
+def _is_run(seqs: Sequence[int]) -> bool:
+    """Whether ``seqs`` are every seq from their lowest to their highest, each once."""
+    return len(seqs) > 1 and max(seqs) - min(seqs) == len(seqs) - 1 == len(set(seqs)) - 1
 
 
 def dead_letter(

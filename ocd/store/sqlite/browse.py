@@ -88,6 +88,6 @@ class SqliteBrowsing(SqliteCore):
 
 
 def _band(queue: QueueRecord) -> dict[str, int]:
-    """A queue's ready band, where its rows in order are (a FIFO queue's rows are all late)."""
+    """A queue's ready band, where its rows in order are."""
     lo, end = layout.band(queue.key)
     return {"lo": lo, "end": end}

@@ -140,7 +140,7 @@ WHERE queue = ?3 AND grp = ?4 AND fseq = ?5 AND lease IS NOT NULL
   AND (?2 IS NULL OR lease_kind = ?2)
 """
 
-# A standard queue's ready band from its start (?1 << 40) to its delayed band ((?1 << 40) +
+# A queue's ready band, from its start (?1 << 40) to its delayed band ((?1 << 40) +
 # (1 << 39)).
 _BAND = "seq >= (?1 << 40) AND seq < ((?1 << 40) + (1 << 39))"
 
@@ -436,7 +436,7 @@ _STATES = {
 }
 
 
-# Where a cursor falls among a standard queue's rows in order: for each target k (0: the
+# Where a cursor falls among a queue's rows in order: for each target k (0: the
 # range's start :from, 1: its end :to, 2: the page's cursor), the first seq of the ready band
 # [:lo, :end) of a row in order whose (sent_ms, seq) is at least the target's (:end if none).
 # A binary search by primary key probes (rows in order are in send time order), the three
@@ -465,11 +465,11 @@ found (k, at) AS (SELECT k, h FROM seek WHERE a >= b)
 
 @functools.cache
 def browse(newest_first: bool, state: str) -> str:
-    """A keyset page of a standard queue, two pages in one statement (one snapshot) for the
-    caller to merge: its late rows over their (queue, sent_ms) index, whose entries end with
-    the rowid (seq), so the (sent_ms, seq) row value walks that index from the cursor; and
-    its rows in order, a run of the ready band between the seqs ``_SEEK`` finds. A FIFO
-    queue's rows are all late. Parameters :q :now :b :cs :cq :from :to :att :n :lo :end."""
+    """A keyset page of a queue, two pages in one statement (one snapshot) for the caller
+    to merge: its late rows over their (queue, sent_ms) index, whose entries end with the
+    rowid (seq), so the (sent_ms, seq) row value walks that index from the cursor; and its
+    rows in order, a run of the ready band between the seqs ``_SEEK`` finds. Parameters
+    :q :now :b :cs :cq :from :to :att :n :lo :end."""
     op, order = ("<", "DESC") if newest_first else (">", "ASC")
     if newest_first:  # before the cursor
         lo, hi = "(SELECT at FROM found WHERE k = 0)", "(SELECT min(at) FROM found WHERE k > 0)"

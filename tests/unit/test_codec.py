@@ -1,17 +1,33 @@
 from __future__ import annotations
 
 import array
+import enum
 import json
 import math
 import re
+import uuid
+from collections import OrderedDict, namedtuple
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 
+import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ocd.codec import CONTENT_TYPES, decode, encode, normalize_content_type
+from ocd.codec import (
+    CONTENT_TYPES,
+    _decode_json,
+    _decode_json_std,
+    _encode_json,
+    _encode_json_std,
+    _orjson_reads_as_json,
+    _orjson_writes_as_json,
+    decode,
+    encode,
+    normalize_content_type,
+)
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -101,6 +117,10 @@ JSON_ERROR = 'Content Type "json" requires a JSON-serializable value, but receiv
 JSON_ERROR_RE = re.escape(JSON_ERROR)
 
 
+class Colour(enum.Enum):
+    RED = 1
+
+
 def test_json_is_compact_utf8() -> None:
     body = {"a": [1, 2.5, None, True], "b": "é€😀", "c": {}}
     data = encode(body, "json")
@@ -141,6 +161,8 @@ def test_json_lone_surrogates_are_escaped_like_json_stringify() -> None:
         (len, "builtin_function_or_method"),
         ([1, {"deep": [b"x"]}], "bytes"),
         ({"when": date(2024, 1, 1)}, "date"),
+        (uuid.UUID(int=1), "UUID"),  # orjson would write these two
+        ([Colour.RED], "Colour"),
     ],
 )
 def test_json_rejects_values_json_cannot_hold(body: object, typename: str) -> None:
@@ -222,6 +244,139 @@ def test_json_round_trips(body: object) -> None:
     assert_same(decode(data, "json"), body)
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     assert len(data) == len(text.encode("utf-8"))
+
+
+def test_json_decode_of_absurd_nesting_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        decode(b"[" * 100_000 + b"]" * 100_000, "json")
+
+
+# The orjson path gives exactly the json module's answers: the same bytes, values and errors.
+
+
+def outcome(codec: Callable[[object], object], value: object) -> object:
+    try:
+        return codec(value)
+    except (TypeError, ValueError) as exc:
+        return type(exc), str(exc)
+
+
+def assert_same_outcome(got: object, expected: object) -> None:
+    if type(expected) is tuple and expected and isinstance(expected[0], type):
+        assert got == expected  # the same error, word for word
+    else:
+        assert_same(got, expected)
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Items(dict[str, int]):
+    def items(self):  # type: ignore[override]  # json lists a dict subclass's items()
+        return [("z", 9)]
+
+
+Point = namedtuple("Point", "x y")
+reordered = OrderedDict(a=1, b=2)
+reordered.move_to_end("a")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [1e-05, -2.5e-07, 9.999999999999999e-05, 1e-04, 1e-10, 5e-324, 1e16, 1.5e300, -0.0,
+     math.nan, [math.inf], {"x": -math.inf}, 2**63, 2**64, -(2**63) - 1, 2**200, "a\ud800",
+     {"\udc00": 1}, Level.HIGH, {"l": [Level.HIGH]}, Colour.RED, uuid.UUID(int=1),
+     reordered, Items(a=1), Point(1, 2), type("S", (str,), {})("s"), {True: 1},
+     type("F", (float,), {})(1.5), orjson.Fragment(b"[1]"), datetime(2024, 1, 1), (1, (2.5,))],
+)  # fmt: skip
+def test_json_values_orjson_would_write_otherwise_are_written_as_json_does(body: object) -> None:
+    assert_same_outcome(outcome(_encode_json, body), outcome(_encode_json_std, body))
+
+
+def test_json_nesting_past_orjson_is_written_as_json_does() -> None:
+    deep: list[object] = []
+    for _ in range(400):
+        deep = [deep]
+    assert encode(deep, "json") == _encode_json_std(deep) == b"[" * 401 + b"]" * 401
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"18446744073709551615", b"18446744073709551616", b"-9223372036854775809",
+     b"[1234567890123456789012345678901234567890]", b"1e400", b"[-1e400]", b"NaN",
+     b"[Infinity]", b'"\\ud800"', b'{"\\udc00": 1}', b"1e-05", b"0.1e1", b"-0", b"-0.0",
+     b'{"a":1,"a":2}', b"\xef\xbb\xbf{}", b"\xff", b"", b"[1,]",
+     b"[" * 600 + b"]" * 600, b"[" * 1020 + b"]" * 1020],  # json's reach, orjson's
+)  # fmt: skip
+def test_json_bodies_orjson_would_read_otherwise_are_read_as_json_does(data: bytes) -> None:
+    assert_same_outcome(outcome(_decode_json, data), outcome(_decode_json_std, data))
+
+
+edge_floats = (
+    st.floats()
+    | st.floats(min_value=-1e-3, max_value=1e-3)
+    | st.sampled_from([1e-9, 1e-5, 1e-4, 1e15, 1e16, 1e21, -0.0, 5e-324, 1.7976931348623157e308])
+)
+edge_ints = (
+    st.integers()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1])
+)
+any_text = st.text() | st.text(st.characters(exclude_categories=()))  # lone surrogates too
+wide_json_values = st.recursive(
+    st.none() | st.booleans() | edge_ints | edge_floats | any_text,
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.lists(children, max_size=5).map(tuple)
+        | st.dictionaries(any_text, children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(PROPERTY, max_examples=1000)
+@given(wide_json_values)
+def test_json_orjson_writes_what_json_writes(body: object) -> None:
+    expected = outcome(_encode_json_std, body)
+    assert_same_outcome(outcome(_encode_json, body), expected)
+    if _orjson_writes_as_json(body):  # and orjson itself, where the codec takes it
+        try:
+            assert orjson.dumps(body) == expected
+        except orjson.JSONEncodeError:
+            pass
+
+
+@settings(PROPERTY, max_examples=1000)
+@given(wide_json_values)
+def test_json_orjson_reads_what_json_reads(body: object) -> None:
+    try:
+        data = _encode_json_std(body)
+    except TypeError:
+        assume(False)
+        raise
+    expected = _decode_json_std(data)
+    assert_same(_decode_json(data), expected)
+    if _orjson_reads_as_json(data):
+        try:
+            assert_same(orjson.loads(data), expected)
+        except orjson.JSONDecodeError:
+            pass
+
+
+json_numbers = st.from_regex(rb"\A-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][+-]?[0-9]{1,3})?\Z")
+JSON_PIECES = [
+    b"[", b"]", b"{", b"}", b",", b":", b" ", b'"a"', b'"\\ud800"', b'"\\u00e9"', b"1", b"-", b".",
+    b"e", b"0", b"null", b"true", b"NaN", b"Infinity", b"1e400", b"\xff", b"18446744073709551616",
+    b"\xef\xbb\xbf", b"\x00", b"\t",
+]  # fmt: skip
+json_fragments = st.lists(st.sampled_from(JSON_PIECES), max_size=12).map(b"".join)
+
+
+@settings(PROPERTY, max_examples=1000)
+@given(json_numbers | json_fragments)
+def test_json_orjson_reads_or_refuses_what_json_does(data: bytes) -> None:
+    assert_same_outcome(outcome(_decode_json, data), outcome(_decode_json_std, data))
 
 
 # text ----------------------------------------------------------------------------------------

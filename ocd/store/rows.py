@@ -11,6 +11,8 @@ from typing import Any
 from ocd.store import rules
 from ocd.store.values import (
     BrowseCursor,
+    Browsed,
+    BrowseQuery,
     Delivery,
     MoveTaskRow,
     PullConsumer,
@@ -36,6 +38,13 @@ class ClaimSplit:
     spent: list[int]  # seqs, for the dead-letter queue
     exhausted: list[str]  # their ids
     groups: set[str]  # the FIFO groups of the spent ones
+
+
+def merged_page(found: Iterable[Browsed], query: BrowseQuery) -> list[Browsed]:
+    """A browse page from the two a backend reads (its late rows, its rows in order): in
+    (send time, seq) order as the query asks, at most its limit."""
+    page = sorted(found, key=lambda b: (b.sent_ms, b.seq), reverse=query.newest_first)
+    return page[: query.limit]
 
 
 def claimed(rows: Iterable[Any], lease: int, max_attempts: int) -> ClaimSplit:

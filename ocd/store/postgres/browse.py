@@ -8,6 +8,7 @@ from typing import Any
 from ocd.store import rules
 from ocd.store.postgres import sql
 from ocd.store.postgres.core import PostgresCore
+from ocd.store.rows import merged_page
 from ocd.store.values import Browsed, BrowseQuery, QueueRecord, Searched, SearchQuery
 
 
@@ -29,10 +30,7 @@ class PostgresBrowsing(PostgresCore):
             rows = await c.fetch(sql.browse(query.newest_first, query.state), *args)
             if not queue.fifo:  # and the messages in order, merged (one snapshot)
                 rows += await c.fetch(sql.browse_in_order(query.newest_first, query.state), *args)
-        found = sorted(map(_browsed, rows), key=lambda b: (b.sent_ms, b.seq))
-        if query.newest_first:
-            found.reverse()
-        return found[: query.limit]
+        return merged_page(map(_browsed, rows), query)
 
     async def message(self, queue: QueueRecord, seq: int, body_bytes: int) -> Browsed | None:
         async with self._db("read") as c:

@@ -9,12 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ocd.store import rules
+from ocd.store.rows import merged_page
 from ocd.store.sqlite import layout, sql
 from ocd.store.sqlite.core import SqliteCore
 from ocd.store.sqlite.errors import translate
-from ocd.store.sqlite.ops import (
-    read_all,
-)
+from ocd.store.sqlite.ops import read_all
 from ocd.store.values import Browsed, BrowseQuery, QueueRecord, Searched, SearchQuery
 
 
@@ -38,10 +37,8 @@ class SqliteBrowsing(SqliteCore):
             "n": query.limit,
             **_band(queue),
         }
-        # the late rows' page and the page of those in order, merged
         found = await self._browsed(sql.browse(query.newest_first, query.state), params)
-        found.sort(key=lambda b: (b.sent_ms, b.seq), reverse=query.newest_first)
-        return found[: query.limit]
+        return merged_page(found, query)
 
     async def message(self, queue: QueueRecord, seq: int, body_bytes: int) -> Browsed | None:
         params = {"q": queue.key, "seq": seq, "b": body_bytes, "now": 0}

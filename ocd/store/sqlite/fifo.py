@@ -248,11 +248,14 @@ def claim(
         ((until_ms, lease, kind, now_ms, queue.key, g, lo, hi) for g, lo, hi in runs_taken),
     )
     rows: list[tuple[Any, ...]] = []
-    for seq, mid, ct, body, sent, grp, fseq, dedup, attrs in fetch_all(
+    learnt = tx.learnt
+    for seq, mid, ct, body, sent, grp, fseq, dedup, attrs, size in fetch_all(
         conn, sql.CLAIMED_ROWS, (json.dumps(picked),)
     ):
         attempts, first = leased[seq]
         rows.append((seq, mid, ct, body, sent, attempts, grp, fseq, dedup, attrs, first))
+        if grp is not None:
+            learnt[seq] = (grp, fseq, size)
     for i in range(0, len(taken), IN_CHUNK):
         part = taken[i : i + IN_CHUNK]
         conn.execute(sql.set_groups(len(part)), (queue.key, until_ms, *part))
@@ -375,8 +378,8 @@ def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> tuple[int, int, s
     """Messages of a FIFO queue taken out (acks, deletes, retention): their order rows go,
     their rows die and wait for the cut (a row outside any group goes now). How many, their
     size, and their groups, for the caller to refresh."""
-    n = size = 0
     groups: set[str] = set()
+    seqs, n, size = _delete_delivered(tx, queue.key, seqs, groups)
     for chunk in chunks(seqs):
         rows = fetch_all(
             tx.conn, sql.FIFO_LIVE.format(marks=marks(len(chunk))), (queue.key, *chunk)
@@ -391,6 +394,36 @@ def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> tuple[int, int, s
         size += sum(r[3] for r in rows)
         groups.update(g for _, g, _, _ in rows if g is not None)
     return n, size, groups
+
+
+def _delete_delivered(
+    tx: Tx, key: int, seqs: Sequence[int], groups: set[str]
+) -> tuple[list[int], int, int]:
+    """Delete the order rows of the messages among ``seqs`` that the writer has delivered
+    (``Delivered``) without reading their rows: the seqs left to look up, how many were
+    deleted and their size. A seq whose order row no longer names it (acked already, its
+    lease lapsed and its group compacted) deletes nothing, as a lookup of it would."""
+    known = tx.delivered.of
+    left: list[int] = []
+    facts: list[tuple[int, str, int, int]] = []
+    for seq in dict.fromkeys(seqs):
+        fact = known.pop(seq, None)
+        if fact is None:
+            left.append(seq)
+        else:
+            facts.append((seq, *fact))
+    if not facts:
+        return left, 0, 0
+    conn = tx.conn
+    conn.execute("SAVEPOINT delivered")
+    cur = conn.executemany(sql.DELETE_ORDER_OF, ((key, g, f, seq) for seq, g, f, _ in facts))
+    if cur.rowcount != len(facts):  # some were gone already: which, their rows say
+        conn.execute("ROLLBACK TO delivered")
+        conn.execute("RELEASE delivered")
+        return left + [seq for seq, _, _, _ in facts], 0, 0
+    conn.execute("RELEASE delivered")
+    groups.update(g for _, g, _, _ in facts)
+    return left, len(facts), sum(size for _, _, _, size in facts)
 
 
 def forget(tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> set[str]:

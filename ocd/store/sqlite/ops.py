@@ -14,11 +14,35 @@ import aiosqlite
 IN_CHUNK = 500  # parameters per "seq IN (...)" statement
 
 
+class Delivered:
+    """What the writer read of the FIFO messages it leased: seq -> (group, fseq, size).
+
+    A message row is never updated and a seq is never given twice (a queue that gets a
+    deleted queue's key keeps its cursor row), so these stay true for as long as the seq
+    names a message: an ack finds the message's order row with them instead of reading its
+    row, which lies on a page of its own when groups interleave. Learnt only from
+    transactions that committed (a rolled-back send gives its seqs again), dropped when
+    acked, bounded (all forgotten past ``MOST``), empty after a restart, where an ack reads
+    the rows as before."""
+
+    MOST = 50_000
+
+    def __init__(self) -> None:
+        self.of: dict[int, tuple[str, int, int]] = {}
+
+    def learn(self, facts: dict[int, tuple[str, int, int]]) -> None:
+        if len(self.of) + len(facts) > self.MOST:
+            self.of.clear()
+        self.of.update(facts)
+
+
 class Tx:
     """What one transaction changed, applied to in-memory state only after COMMIT."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, delivered: Delivered | None = None) -> None:
         self.conn = conn
+        self.delivered = Delivered() if delivered is None else delivered
+        self.learnt: dict[int, tuple[str, int, int]] = {}  # for ``delivered``, once committed
         self.delta: dict[int, list[int]] = {}  # queue key -> [count, bytes]
         self.oldest_dirty: set[int] = set()
         self.oldest_new: dict[int, int] = {}

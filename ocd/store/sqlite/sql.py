@@ -130,6 +130,8 @@ DELETE FROM messages WHERE seq >= ?2 AND seq <= ?3 AND +queue = ?1 RETURNING siz
 
 # A FIFO message's order row goes with it.
 DELETE_ORDER = "DELETE FROM fifo_order WHERE queue = ? AND grp = ? AND fseq = ?"
+# ... if it still names that message (an ack from what the writer knows, fifo.delete)
+DELETE_ORDER_OF = "DELETE FROM fifo_order WHERE queue = ? AND grp = ? AND fseq = ? AND seq = ?"
 
 # Handing back unfinished work (at shutdown, of one kind: ?2, or any) does not spend an
 # attempt.
@@ -332,7 +334,7 @@ SET attempts = attempts + 1, visible_ms = ?1, lease = ?2, lease_kind = ?3,
 WHERE queue = ?5 AND grp = ?6 AND fseq BETWEEN ?7 AND ?8
 """
 CLAIMED_ROWS = """
-SELECT seq, id, content_type, body, sent_ms, grp, fseq, dedup, attrs FROM messages
+SELECT seq, id, content_type, body, sent_ms, grp, fseq, dedup, attrs, size FROM messages
 WHERE seq IN (SELECT value FROM json_each(?))
 """
 

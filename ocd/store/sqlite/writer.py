@@ -46,7 +46,7 @@ from ocd.store.sqlite.asleep import Asleep
 from ocd.store.sqlite.errors import translate
 from ocd.store.sqlite.layout import Enqueue, insert
 from ocd.store.sqlite.mark import MarkFile
-from ocd.store.sqlite.ops import Op, Tx
+from ocd.store.sqlite.ops import Delivered, Op, Tx
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ class Writer:
         self.wal_limit = 0  # past this size (0: never) the writer checkpoints between groups
         self._checkpoint_due = False
         self._truncate = False
+        self.delivered = Delivered()  # FIFO messages' facts, learnt from committed claims
         self._monotonic = monotonic
         self._asleep = Asleep() if asleep is None else asleep
         self._durability = durability
@@ -349,7 +350,7 @@ class Writer:
 
     def _run(self, conn: sqlite3.Connection, ops: list[Op]) -> Tx:
         """One transaction, on the writer's thread or, for a small group, the loop's."""
-        tx = Tx(conn)
+        tx = Tx(conn, self.delivered)
         durable = any(op.durable for op in ops)
         if self._durability == "full":
             sync = "FULL" if durable else "NORMAL"
@@ -386,6 +387,8 @@ class Writer:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
             raise
+        if tx.learnt:
+            self.delivered.learn(tx.learnt)
         if counted:
             self.durable_commits += 1
             if self._durability == "full":  # synchronous=FULL: the commit is on disk now

@@ -110,6 +110,25 @@ async def test_a_poison_head_dead_letters_and_its_group_moves_on(store):
     assert moved[0].sequence is not None
 
 
+async def test_an_ack_of_a_moved_message_and_a_live_one_deletes_and_counts_the_live_one(store):
+    # The writer may remember what it delivered; a message moved on since (dead-lettered
+    # under its old seq) must neither be deleted nor counted by a later ack of that seq.
+    q = await fifo_queue(store)
+    dlq = await fifo_queue(store, "orders-dlq.fifo")
+    await store.enqueue(q, [fmsg("a", 0), fmsg("b", 0), fmsg("b", 1)])
+    d = (await store.claim(q, Claim(10, T0, T0 + LEASE, 4, NO_DLQ))).deliveries
+    a0, b0, b1 = sorted(d, key=lambda x: names([x]))
+    assert (await store.settle(q, [], [], [a0.seq], DeadLetter(dlq), T0)).dead_lettered == 1
+    s = await store.settle(q, [a0.seq, b0.seq], [], [], NO_DLQ, T0)
+    assert s.acked == 1
+    assert (await store.backlog(q)).count == 1 and (await store.backlog(dlq)).count == 1
+    assert (await store.settle(q, [b0.seq, b1.seq], [], [], NO_DLQ, T0)).acked == 1  # b-0 twice
+    assert (await store.backlog(q)).count == 0
+    assert names((await store.claim(dlq, Claim(10, T0, T0 + LEASE, 4, NO_DLQ))).deliveries) == [
+        "a-0"
+    ]
+
+
 async def test_exhausted_heads_found_at_claim_dead_letter_and_the_group_continues(store):
     q = await fifo_queue(store)
     dlq = await fifo_queue(store, "orders-dlq.fifo")

@@ -320,12 +320,17 @@ class Bench:
         finally:
             shutil.rmtree(path, ignore_errors=True)
 
+    def profile_env(self, name: str) -> dict[str, str]:
+        """With ``--profile``, the environment that has a daemon's bench worker profile its
+        event loop until ``POST /profile`` writes ``results/profile-<name>.prof``; else none."""
+        if not self.profile:
+            return {}
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        return {"OCD_BENCH_PROFILE": str(RESULTS / f"profile-{name}.prof")}
+
     @contextlib.asynccontextmanager
     async def daemon(self, name: str, work: Path, setup: Setup) -> AsyncIterator[Daemon]:
-        env = {}
-        if self.profile:
-            RESULTS.mkdir(parents=True, exist_ok=True)
-            env["OCD_BENCH_PROFILE"] = str(RESULTS / f"profile-{name}.prof")
+        env = self.profile_env(name)
         async with Daemon(setup, work / f"{name}.toml", env) as d:
             yield d
             if self.profile:

@@ -35,6 +35,7 @@ from typing import Any
 import aiohttp
 from harness import (
     REPO,
+    WORKER,
     Bench,
     BenchError,
     free_port,
@@ -85,6 +86,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = free_port()
         self.log = cwd / f"{name}.log"
+        self.profiled = False  # ocd with the bench worker profiling it: dump at the end
 
     @property
     def url(self) -> str:
@@ -127,6 +129,10 @@ class Server:
         return parts
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.profiled and exc[0] is None:
+            async with aiohttp.ClientSession() as s, s.post(f"{self.url}/profile", json={}) as r:
+                if r.status != 200:
+                    raise BenchError(f"POST /profile: {r.status} {await r.text()}")
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -148,8 +154,23 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def ocd_server(work: Path, batch: int, timeout_s: float, dsn: str | None = None) -> Server:
+def ocd_server(
+    work: Path,
+    batch: int,
+    timeout_s: float,
+    dsn: str | None = None,
+    profile_env: dict[str, str] | None = None,
+) -> Server:
+    """ocd running the bench Worker; with ``profile_env`` (``Bench.profile_env``), also the
+    Python bench worker on ``/profile``, which profiles the daemon as in the other
+    scenarios, and the profile is written when the server stops."""
     store = f'[store]\nbackend = "postgres"\ndsn = {json.dumps(dsn)}\n' if dsn else ""
+    profiler = f"""
+[[workers]]
+name = "profiler"
+main = "{WORKER}"
+routes = ["/profile"]
+"""
     cfg = work / "ocd.toml"
     cfg.write_text(
         f"""
@@ -176,22 +197,27 @@ queue = "bench"
 queue = "bench"
 max_batch_size = {batch}
 max_batch_timeout = {timeout_s}
-"""
+{profiler if profile_env else ""}"""
     )
     # the port is only known here: write it into the config before starting
-    return _Templated(
+    server = _Templated(
         "ocd",
         [sys.executable, "-m", "ocd", "serve", "-c", str(cfg), "--log-level", "warning"],
         work,
         cfg,
+        profile_env or {},
     )
+    server.profiled = bool(profile_env)
+    return server
 
 
 class _Templated(Server):
     """A server whose config file names its port."""
 
-    def __init__(self, name: str, args: list[str], cwd: Path, cfg: Path) -> None:
-        super().__init__(name, args, cwd, {"PYTHONPATH": str(REPO)})
+    def __init__(
+        self, name: str, args: list[str], cwd: Path, cfg: Path, env: dict[str, str]
+    ) -> None:
+        super().__init__(name, args, cwd, {"PYTHONPATH": str(REPO), **env})
         cfg.write_text(cfg.read_text().replace("{port}", str(self.port)))
 
 
@@ -321,7 +347,9 @@ async def js_e2e(bench: Bench, quick: bool, run: int) -> dict[str, Any]:
         for name in order:
             with bench.workdir(f"js-{name}") as work:
                 server = {
-                    "ocd": lambda w: ocd_server(w, 100, 1),
+                    "ocd": lambda w: ocd_server(
+                        w, 100, 1, profile_env=bench.profile_env(f"js_e2e-{run}")
+                    ),
                     "workerd_builtin": workerd_builtin,
                     "miniflare": miniflare,
                 }[name](work)
@@ -352,7 +380,8 @@ async def js_pg_e2e(
                     out[name] = await _e2e_one(workerd_builtin(work), total)
                     continue
                 with database(f"js_pg_e2e_{run}") as dsn:
-                    out[name] = await _e2e_one(ocd_server(work, 100, 1, dsn), total)
+                    env = bench.profile_env(f"js_pg_e2e-{run}")
+                    out[name] = await _e2e_one(ocd_server(work, 100, 1, dsn, env), total)
         out["vs_workerd_builtin"] = round(
             out["ocd_postgres"]["msg_s"] / out["workerd_builtin"]["msg_s"], 2
         )
@@ -364,7 +393,10 @@ async def js_single_send(bench: Bench, quick: bool, run: int) -> dict[str, Any]:
     async with _peers_or_skip():
         out: dict[str, Any] = {"messages": total}
         for name, make in (
-            ("ocd", lambda w: ocd_server(w, 100, 1)),
+            (
+                "ocd",
+                lambda w: ocd_server(w, 100, 1, None, bench.profile_env(f"js_single_send-{run}")),
+            ),
             ("workerd_builtin", workerd_builtin),
         ):
             with bench.workdir(f"js-single-{name}") as work:
@@ -392,7 +424,7 @@ async def js_latency(bench: Bench, quick: bool, run: int) -> dict[str, Any]:
     count = 50 if quick else 300
     async with _peers_or_skip():
         with bench.workdir("js-latency") as work:
-            server = ocd_server(work, 1, 0)
+            server = ocd_server(work, 1, 0, None, bench.profile_env(f"js_latency-{run}"))
             async with server, aiohttp.ClientSession() as s:
                 await _produce(s, server.url, 20, True, 1)
                 await _consumed(s, server.url, 20, 60)

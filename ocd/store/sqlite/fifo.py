@@ -16,6 +16,7 @@ already sees them. The rules are the contract's (``ocd.store.base``).
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from itertools import chain
 from typing import Any
@@ -39,7 +40,8 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     """A few multi-row statements per send, not several per message: find the ids still in
     their window, then insert the new ids, messages and groups."""
     conn = tx.conn
-    row = fetch_one(conn, sql.FIFO_LAST_SEQ, (queue.key,))
+    key = queue.key
+    row = fetch_one(conn, sql.FIFO_LAST_SEQ, (key,))
     if row is None:
         raise QueueNotFound(queue.name)
     last: int = row[0]
@@ -50,64 +52,66 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     unique = list(dict.fromkeys(keys))
     for i in range(0, len(unique), SEND_ROWS):
         chunk = unique[i : i + SEND_ROWS]
-        params = [*chain.from_iterable(chunk), queue.key, now]
+        params = [*chain.from_iterable(chunk), key, now]
         for scope, dedup, mid, fseq in fetch_all(conn, sql.dedup_find(len(chunk)), params):
             seen[(scope, dedup)] = FifoSent(mid, fseq, False)
     out: list[FifoSent] = []
-    fresh: list[tuple[NewMessage, int]] = []
-    ids: list[tuple[Any, ...]] = []
-    for m, key in zip(messages, keys, strict=True):
-        earlier = seen.get(key)
+    fresh: list[tuple[NewMessage, tuple[str, str]]] = []
+    for m, k in zip(messages, keys, strict=True):
+        earlier = seen.get(k)
         if earlier is not None:
             out.append(FifoSent(earlier.id, earlier.sequence, True))
             continue
         last += 1
-        seen[key] = sent = FifoSent(m.id, last, False)
+        seen[k] = sent = FifoSent(m.id, last, False)
         out.append(sent)
-        ids.append((queue.key, *key, m.sent_ms + DEDUP_WINDOW_MS, m.id, last))
-        fresh.append((m, last))
+        fresh.append((m, k))
     if not fresh:
         return out
     # The rows at the tail of the queue's band, in send order: a group's rows in the order
     # of their sequence numbers, as the cut needs; late if sent before the floor (layout.py).
-    base, floor = layout.take_sent(tx, queue.key, len(fresh), max(m.sent_ms for m, _ in fresh))
-    rows: list[tuple[Any, ...]] = []
-    order: list[tuple[Any, ...]] = []
+    # The fresh messages' sequence numbers are the last ones given, in send order.
+    base, floor = layout.take_sent(tx, key, len(fresh), max(m.sent_ms for m, _ in fresh))
+    fseq = last - len(fresh)
+    rows: list[Any] = []  # each statement's parameters, flat
+    ids: list[Any] = []
+    order: list[Any] = []
     heads: dict[str, tuple[int, int]] = {}
     size = 0
-    first: int | None = None
-    for i, (m, fseq) in enumerate(fresh):
-        seq = base + i
-        late = m.sent_ms < floor
+    for seq, (m, (scope, dedup)) in enumerate(fresh, base):
+        fseq += 1
+        sent_ms = m.sent_ms
+        late = sent_ms < floor
         if not late:
-            floor = m.sent_ms
-        rows.append(
-            (seq, queue.key, m.id, m.content_type, m.body, len(m.body), m.sent_ms, m.visible_ms,
-             m.group, m.dedup, fseq, m.attrs, late)
-        )  # fmt: skip
-        if m.group is not None:
-            order.append((queue.key, m.group, fseq, seq, m.visible_ms))
-            heads.setdefault(m.group, (m.visible_ms, seq))
-        size += len(m.body)
-        first = m.sent_ms if first is None else min(first, m.sent_ms)
-    if not rows:
-        return out
-    for i in range(0, len(rows), SEND_ROWS):
-        part = rows[i : i + SEND_ROWS]
-        conn.execute(sql.insert_fifo(len(part)), list(chain.from_iterable(part)))
-        put = ids[i : i + SEND_ROWS]
-        conn.execute(sql.dedup_put(len(put)), list(chain.from_iterable(put)))
-    for i in range(0, len(order), SEND_ROWS):
-        part = order[i : i + SEND_ROWS]
-        conn.execute(sql.insert_order(len(part)), list(chain.from_iterable(part)))
-    conn.execute(sql.FIFO_SET_SEQ, (last, queue.key))
-    added = [(queue.key, g, v, seq) for g, (v, seq) in heads.items()]
-    for i in range(0, len(added), SEND_ROWS):
-        part = added[i : i + SEND_ROWS]
-        conn.execute(sql.add_groups(len(part)), list(chain.from_iterable(part)))
-    assert first is not None
-    tx.added(queue.key, len(rows), size, first)
+            floor = sent_ms
+        body = m.body
+        group = m.group
+        rows += (seq, key, m.id, m.content_type, body, len(body), sent_ms, m.visible_ms,
+                 group, m.dedup, fseq, m.attrs, late)  # fmt: skip
+        ids += (key, scope, dedup, sent_ms + DEDUP_WINDOW_MS, m.id, fseq)
+        if group is not None:
+            order += (key, group, fseq, seq, m.visible_ms)
+            if group not in heads:
+                heads[group] = (m.visible_ms, seq)
+        size += len(body)
+    _insert(conn, sql.insert_fifo, rows, 13)
+    _insert(conn, sql.dedup_put, ids, 6)
+    _insert(conn, sql.insert_order, order, 5)
+    conn.execute(sql.FIFO_SET_SEQ, (last, key))
+    added: list[Any] = []
+    for g, (visible_ms, seq) in heads.items():
+        added += (key, g, visible_ms, seq)
+    _insert(conn, sql.add_groups, added, 4)
+    tx.added(key, len(fresh), size, min(m.sent_ms for m, _ in fresh))
     return out
+
+
+def _insert(conn: sqlite3.Connection, statement: Any, flat: list[Any], width: int) -> None:
+    """Multi-row INSERTs of ``flat`` parameters, ``width`` a row, ``SEND_ROWS`` rows each."""
+    step = SEND_ROWS * width
+    for i in range(0, len(flat), step):
+        part = flat[i : i + step]
+        conn.execute(statement(len(part) // width), part)
 
 
 def refresh(tx: Tx, key: int, groups: Iterable[str | None]) -> None:

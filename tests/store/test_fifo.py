@@ -175,6 +175,12 @@ async def test_explicit_dedup_ids_store_nothing_within_five_minutes_even_after_a
     _, fresh = await store.enqueue_fifo(q, [fmsg("b", 1, at=T0 + DEDUP_WINDOW_MS, dedup="order-9")])
     assert not fresh[0].duplicate and fresh[0].sequence > first[0].sequence
     assert (await store.backlog(q)).count == 1
+    # the id's window starts again with the message it now names
+    _, again = await store.enqueue_fifo(
+        q, [fmsg("c", 0, at=T0 + DEDUP_WINDOW_MS + 1, dedup="order-9")]
+    )
+    assert again[0].duplicate and again[0].id == fresh[0].id
+    assert again[0].sequence == fresh[0].sequence
 
 
 async def test_duplicates_inside_one_batch_collapse_to_the_first(store):

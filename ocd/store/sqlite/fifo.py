@@ -50,7 +50,9 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     now = min(m.sent_ms for m in messages)
     seen: dict[tuple[str, str], FifoSent] = {}
     unique = list(dict.fromkeys(keys))
-    for i in range(0, len(unique), SEND_ROWS):
+    # Ids seldom repeat: store them all at once, and look them up only if one did.
+    stored = len(unique) == len(keys) and _put_new_ids(conn, key, keys, messages, last, now)
+    for i in range(0, 0 if stored else len(unique), SEND_ROWS):
         chunk = unique[i : i + SEND_ROWS]
         params = [*chain.from_iterable(chunk), key, now]
         for scope, dedup, mid, fseq in fetch_all(conn, sql.dedup_find(len(chunk)), params):
@@ -88,7 +90,8 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         group = m.group
         rows += (seq, key, m.id, m.content_type, body, len(body), sent_ms, m.visible_ms,
                  group, m.dedup, fseq, m.attrs, late)  # fmt: skip
-        ids += (key, scope, dedup, sent_ms + DEDUP_WINDOW_MS, m.id, fseq)
+        if not stored:
+            ids += (key, scope, dedup, sent_ms + DEDUP_WINDOW_MS, m.id, fseq)
         if group is not None:
             order += (key, group, fseq, seq, m.visible_ms)
             if group not in heads:
@@ -104,6 +107,32 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     _insert(conn, sql.add_groups, added, 4)
     tx.added(key, len(fresh), size, min(m.sent_ms for m, _ in fresh))
     return out
+
+
+def _put_new_ids(
+    conn: sqlite3.Connection,
+    key: int,
+    keys: list[tuple[str, str]],
+    messages: Sequence[NewMessage],
+    last: int,
+    now: int,
+) -> bool:
+    """Store the deduplication ids of a send in which none repeats, each message under the
+    next sequence number, unless one is still in its window: whether they were (if not,
+    nothing was: the caller looks them up first)."""
+    ids: list[Any] = []
+    for fseq, ((scope, dedup), m) in enumerate(zip(keys, messages, strict=True), last + 1):
+        ids += (key, scope, dedup, m.sent_ms + DEDUP_WINDOW_MS, m.id, fseq)
+    conn.execute("SAVEPOINT ids")
+    put = 0
+    step = SEND_ROWS * 6
+    for i in range(0, len(ids), step):
+        part = ids[i : i + step]
+        put += conn.execute(sql.dedup_put_new(len(part) // 6), [*part, now]).rowcount
+    if put != len(keys):
+        conn.execute("ROLLBACK TO ids")
+    conn.execute("RELEASE ids")
+    return put == len(keys)
 
 
 def _insert(conn: sqlite3.Connection, statement: Any, flat: list[Any], width: int) -> None:

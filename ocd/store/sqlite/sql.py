@@ -237,6 +237,19 @@ def dedup_put(rows: int) -> str:
     return _DEDUP_PUT + ",".join(["(?, ?, ?, ?, ?, ?)"] * rows)
 
 
+@functools.cache
+def dedup_put_new(rows: int) -> str:
+    """``dedup_put`` that takes the place only of ids past their window (the last parameter:
+    now), so that the rows it writes say whether any id was still in its window."""
+    return (
+        "INSERT INTO fifo_dedup (queue, scope, dedup, expires_ms, message_id, fseq) VALUES "
+        + ",".join(["(?, ?, ?, ?, ?, ?)"] * rows)
+        + " ON CONFLICT (queue, scope, dedup) DO UPDATE SET expires_ms = excluded.expires_ms, "
+        "message_id = excluded.message_id, fseq = excluded.fseq "
+        "WHERE fifo_dedup.expires_ms <= ?"
+    )
+
+
 DEDUP_PRUNE = """
 DELETE FROM fifo_dedup WHERE (queue, scope, dedup) IN (
   SELECT queue, scope, dedup FROM fifo_dedup WHERE expires_ms <= ? LIMIT ?)

@@ -10,7 +10,6 @@ import datetime as dt
 import hashlib
 import os
 import random
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -45,13 +44,16 @@ def check_delay(value: Any) -> int | None:
     return value
 
 
-# SQS's alphabet for message group and deduplication ids: printable ASCII, no space.
-_FIFO_ID = re.compile(r"[!-~]{1,128}")
-
-
 def check_fifo_id(value: Any, what: str) -> str:
-    """A message group or deduplication id: 1..128 printable ASCII characters, no space."""
-    if not isinstance(value, str) or _FIFO_ID.fullmatch(value) is None:
+    """A message group or deduplication id: 1..128 printable ASCII characters, no space
+    (SQS's alphabet, ``[!-~]``; str methods, a third of a regular expression's cost)."""
+    if not (
+        isinstance(value, str)
+        and 0 < len(value) <= 128
+        and value.isascii()
+        and value.isprintable()
+        and " " not in value
+    ):
         raise QueueSendArgumentError(
             f"{what} {value!r} is invalid: must be 1 to 128 characters of letters, digits "
             "and punctuation (printable ASCII without spaces)",

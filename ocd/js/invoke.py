@@ -13,7 +13,6 @@ wall-clock limit and a minute more, and a second delivery may overlap it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import struct
 from collections.abc import Callable, Sequence
@@ -21,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 import aiohttp
+import orjson
 
 from ocd.js.capnp import bridge_binding
 from ocd.js.reports import ErrorReports
@@ -159,7 +159,8 @@ def _frame(batch: MessageBatch, deliveries: Sequence[Delivery]) -> bytes:
             for d in deliveries
         ],
     }
-    head = json.dumps(header, separators=(",", ":")).encode()
+    # orjson: a tenth of json's time for these ASCII names and numbers, the same bytes
+    head = orjson.dumps(header)
     return b"".join([struct.pack(">I", len(head)), head, *(d.body for d in deliveries)])
 
 

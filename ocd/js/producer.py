@@ -15,11 +15,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from ocd import codec, limits
@@ -94,7 +94,7 @@ class ProducerEndpoint:
         q = await self._queue(request)
         batch_delay = _delay(request.headers.get("X-Msg-Delay-Secs"))
         try:
-            raw = json.loads(await request.read())
+            raw = orjson.loads(await request.read())  # its JSONDecodeError is a ValueError
             messages = raw["messages"]
             if not isinstance(messages, list) or not messages:
                 raise ValueError("no messages")

@@ -58,12 +58,11 @@ def claimed(rows: Iterable[Any], lease: int, max_attempts: int) -> ClaimSplit:
             spent.append(seq)
             exhausted.append(mid)
         else:
-            deliveries.append(
+            deliveries.append(  # positional: keywords cost a NamedTuple half again
                 Delivery(
-                    seq, mid, ctype, body, sent_ms, attempts, lease,
-                    attrs=attrs, first_received_ms=first,
+                    seq, mid, ctype, body, sent_ms, attempts, lease, None, None, None, attrs, first
                 )
-            )  # fmt: skip
+            )
     deliveries.sort(key=lambda d: d.seq)
     return ClaimSplit(deliveries, spent, exhausted, set())
 

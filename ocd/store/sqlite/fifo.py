@@ -83,9 +83,10 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     for seq, (m, (scope, dedup)) in enumerate(fresh, base):
         fseq += 1
         sent_ms = m.sent_ms
-        late = sent_ms < floor
-        if not late:
+        late = 1  # an int, not a bool: ops.py
+        if sent_ms >= floor:
             floor = sent_ms
+            late = 0
         body = m.body
         group = m.group
         rows += (seq, key, m.id, m.content_type, body, len(body), sent_ms, m.visible_ms,

@@ -82,9 +82,10 @@ def rows(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[tup
     if ready:
         first, floor = take_sent(tx, key, len(ready), top)
         for i, m in enumerate(ready):
-            late = m.sent_ms < floor
-            if not late:
+            late = 1  # an int, not a bool: ops.py
+            if m.sent_ms >= floor:
                 floor = m.sent_ms
+                late = 0
             out.append(
                 (first + i, key, m.id, m.content_type, m.body, len(m.body), m.sent_ms,
                  m.visible_ms, m.attrs, late)

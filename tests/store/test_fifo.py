@@ -129,6 +129,19 @@ async def test_an_ack_of_a_moved_message_and_a_live_one_deletes_and_counts_the_l
     ]
 
 
+async def test_an_ack_of_a_batch_purged_meanwhile_acks_and_counts_nothing(store):
+    q = await fifo_queue(store)
+    await store.enqueue(q, [fmsg("a", i) for i in range(3)] + [fmsg("b", 0)])
+    d = (await store.claim(q, Claim(10, T0, T0 + LEASE, 4, NO_DLQ))).deliveries
+    assert names(d) == ["a-0", "a-1", "a-2", "b-0"]
+    await store.purge(q, T0)
+    assert (await store.settle(q, [x.seq for x in d], [], [], NO_DLQ, T0)).acked == 0
+    assert (await store.backlog(q)).count == 0
+    await store.enqueue(q, [fmsg("a", 3)])
+    assert (await store.backlog(q)).count == 1
+    assert names((await store.claim(q, Claim(10, T0, T0 + LEASE, 4, NO_DLQ))).deliveries) == ["a-3"]
+
+
 async def test_exhausted_heads_found_at_claim_dead_letter_and_the_group_continues(store):
     q = await fifo_queue(store)
     dlq = await fifo_queue(store, "orders-dlq.fifo")

@@ -107,6 +107,9 @@ class Queue:
                 )
             if "body" not in m:
                 raise TypeError("Message body cannot be undefined")
+            if len(m) == 1:  # a body alone, the usual message: no option to look for
+                items.append((m["body"], None, None, None, None))
+                continue
             items.append(
                 (
                     m["body"],

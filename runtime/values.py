@@ -49,6 +49,9 @@ class JsBytes(bytes):
         return self
 
 
+_AS_IS = frozenset((int, float, bool, type(None)))
+
+
 def as_js_value(value: Any, _memo: dict[int, Any] | None = None) -> Any:
     """``value`` with ``to_py()`` on it and on every dict and list inside it. A dict or list
     met twice (a v8 body's shared references and cycles) becomes one converted object."""
@@ -59,12 +62,17 @@ def as_js_value(value: Any, _memo: dict[int, Any] | None = None) -> Any:
         if done is not None:
             return done
         if cls is dict or cls is JsDict:
-            d = memo[id(value)] = JsDict()
+            # copied whole, then what needs converting replaced: numbers, booleans and None
+            # (most of a JSON body's leaves) stay as they are, without a call each
+            d = memo[id(value)] = JsDict(value)
             for k, v in value.items():
-                d[k] = as_js_value(v, memo)
+                if type(v) not in _AS_IS:
+                    d[k] = as_js_value(v, memo)
             return d
-        items = memo[id(value)] = JsList()
-        items.extend(as_js_value(v, memo) for v in value)
+        items = memo[id(value)] = JsList(value)
+        for i, v in enumerate(value):
+            if type(v) not in _AS_IS:
+                items[i] = as_js_value(v, memo)
         return items
     if cls is str:
         return JsStr(value)

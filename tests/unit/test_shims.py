@@ -41,6 +41,10 @@ def test_nested_bodies_convert_and_shared_references_stay_shared():
     assert isinstance(body, JsList) and body[0] is body[1] and body[2] is body
     assert body[0].to_py() == {"k": 1} and body[0].k == 1
     assert isinstance(as_js_value({"s": "x"})["s"], str)
+    mixed = as_js_value({"n": 1, "f": 0.5, "t": True, "z": None, "s": ["x", b"y", [2]]})
+    assert isinstance(mixed["s"][0], JsStr) and isinstance(mixed["s"][1], JsBytes)
+    assert isinstance(mixed["s"][2], JsList) and mixed["s"][2].to_py() == [2]
+    assert mixed == {"n": 1, "f": 0.5, "t": True, "z": None, "s": ["x", b"y", [2]]}
 
 
 def test_to_js_hands_values_through_as_they_would_come_back():

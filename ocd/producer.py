@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -42,6 +43,11 @@ def check_delay(value: Any) -> int | None:
             MESSAGE_METADATA_INVALID,
         )
     return value
+
+
+# SQS's alphabet for message group and deduplication ids: printable ASCII, no space. The
+# pattern documents it (the OpenAPI schema's); check_fifo_id tests the same with str methods.
+_FIFO_ID = re.compile(r"[!-~]{1,128}")
 
 
 def check_fifo_id(value: Any, what: str) -> str:
@@ -102,6 +108,10 @@ def _fifo_keys(
             MESSAGE_METADATA_INVALID,
         )
     return g, hashlib.sha256(data).hexdigest()
+
+
+# Content types as given that are already canonical.
+_CANONICAL = frozenset(codec.CONTENT_TYPES)
 
 
 # Message ids need to be unique, not secret (leases and refs are signed separately), and a
@@ -179,8 +189,13 @@ class Producer:
         messages: list[NewMessage] = []
         total = 0
         fifo = queue.fifo
+        # what a message without options of its own gets, worked out once a batch
+        default_visible = now + send_delay(None, batch_delay, queue_delay) * 1000
         for i, (body, ctype, delay, group, dedup) in enumerate(items):
-            ctype = codec.normalize_content_type(ctype)
+            if ctype is None:
+                ctype = "json"
+            elif type(ctype) is not str or ctype not in _CANONICAL:
+                ctype = codec.normalize_content_type(ctype)
             data = codec.encode(body, ctype)
             if len(data) > max_message_bytes:
                 raise QueueSendError(
@@ -188,15 +203,18 @@ class Producer:
                     MESSAGE_SIZE_OUT_OF_BOUNDS,
                 )
             total += len(data)
-            delay = check_delay(delay)
+            if delay is not None:
+                delay = check_delay(delay)
             if fifo or group is not None or dedup is not None:
                 g, d = _fifo_keys(queue, group, dedup, delay, batch_delay, data)
                 visible = now + queue_delay * 1000
                 a = None if attrs is None else attrs[i]
                 messages.append(NewMessage(new_message_id(), ctype, data, now, visible, g, d, a))
                 continue
-            delay_s = send_delay(delay, batch_delay, queue_delay)
-            visible = now + delay_s * 1000
+            if delay is None:
+                visible = default_visible
+            else:
+                visible = now + send_delay(delay, batch_delay, queue_delay) * 1000
             if attrs is None or attrs[i] is None:
                 messages.append(NewMessage(new_message_id(), ctype, data, now, visible))
             else:

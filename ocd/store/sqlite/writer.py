@@ -57,6 +57,11 @@ SLOW_INLINE_S = 0.004  # ... slept longer than this, ...
 THREAD_AFTER_SLOW_S = 10.0  # ... every group goes to the writer's thread for this long
 GATHER_S = 0.002  # a group that will be fsynced waits for more operations at most this long
 GATHER_ROWS = INLINE_ROWS // 2  # ... and stops waiting once it holds this many rows
+# Prepared statements the write connection keeps (sqlite3's default: 128). Multi-row
+# statements differ by their row count (a FIFO claim's group_runs(n), a send's rows, a
+# settle's groups), and preparing one again costs far more than running it: group_runs of
+# 100 groups takes 2.1 ms to prepare and run against 0.14 ms cached.
+STATEMENTS_CACHED = 1024
 
 
 class Writer:
@@ -120,7 +125,12 @@ class Writer:
 
     async def connect(self, pragmas: Sequence[str]) -> None:
         def connect() -> None:
-            self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            self._conn = sqlite3.connect(
+                self._path,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=STATEMENTS_CACHED,
+            )
             for pragma in pragmas:
                 self._conn.execute(pragma)
 

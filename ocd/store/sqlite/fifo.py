@@ -37,8 +37,9 @@ SEND_ROWS = 100
 
 
 def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[FifoSent]:
-    """A few multi-row statements per send, not several per message: find the ids still in
-    their window, then insert the new ids, messages and groups."""
+    """A few multi-row statements per send, not several per message: store the send's
+    deduplication ids (or, if one was still in its window, find those and store the new
+    ones), then insert the messages, their order rows and their groups."""
     conn = tx.conn
     key = queue.key
     row = fetch_one(conn, sql.FIFO_LAST_SEQ, (key,))

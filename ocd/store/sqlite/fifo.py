@@ -126,23 +126,25 @@ def _put_new_ids(
     for fseq, ((scope, dedup), m) in enumerate(zip(keys, messages, strict=True), last + 1):
         ids += (key, scope, dedup, m.sent_ms + DEDUP_WINDOW_MS, m.id, fseq)
     conn.execute("SAVEPOINT ids")
-    put = 0
-    step = SEND_ROWS * 6
-    for i in range(0, len(ids), step):
-        part = ids[i : i + step]
-        put += conn.execute(sql.dedup_put_new(len(part) // 6), [*part, now]).rowcount
+    put = _insert(conn, sql.dedup_put_new, ids, 6, now)
     if put != len(keys):
         conn.execute("ROLLBACK TO ids")
     conn.execute("RELEASE ids")
     return put == len(keys)
 
 
-def _insert(conn: sqlite3.Connection, statement: Any, flat: list[Any], width: int) -> None:
-    """Multi-row INSERTs of ``flat`` parameters, ``width`` a row, ``SEND_ROWS`` rows each."""
+def _insert(
+    conn: sqlite3.Connection, statement: Any, flat: list[Any], width: int, *after: Any
+) -> int:
+    """Multi-row INSERTs of ``flat`` parameters, ``width`` a row, ``SEND_ROWS`` rows each,
+    each statement's ``after`` parameters last: the rows they wrote."""
     step = SEND_ROWS * width
+    written = 0
     for i in range(0, len(flat), step):
         part = flat[i : i + step]
-        conn.execute(statement(len(part) // width), part)
+        params = [*part, *after] if after else part
+        written += conn.execute(statement(len(part) // width), params).rowcount
+    return written
 
 
 def refresh(tx: Tx, key: int, groups: Iterable[str | None]) -> None:

@@ -215,9 +215,7 @@ WHERE queue = :q AND visible_ms > :now
 FIFO_LAST_SEQ = "SELECT fifo_seq FROM queues WHERE key = ?"
 FIFO_SET_SEQ = "UPDATE queues SET fifo_seq = ? WHERE key = ?"
 
-_DEDUP_PUT = (
-    "INSERT OR REPLACE INTO fifo_dedup (queue, scope, dedup, expires_ms, message_id, fseq) VALUES "
-)
+_DEDUP_ROWS = "INTO fifo_dedup (queue, scope, dedup, expires_ms, message_id, fseq) VALUES "
 
 
 @functools.cache
@@ -234,7 +232,7 @@ def dedup_find(keys: int) -> str:
 
 @functools.cache
 def dedup_put(rows: int) -> str:
-    return _DEDUP_PUT + ",".join(["(?, ?, ?, ?, ?, ?)"] * rows)
+    return "INSERT OR REPLACE " + _DEDUP_ROWS + ",".join(["(?, ?, ?, ?, ?, ?)"] * rows)
 
 
 @functools.cache
@@ -242,7 +240,8 @@ def dedup_put_new(rows: int) -> str:
     """``dedup_put`` that takes the place only of ids past their window (the last parameter:
     now), so that the rows it writes say whether any id was still in its window."""
     return (
-        "INSERT INTO fifo_dedup (queue, scope, dedup, expires_ms, message_id, fseq) VALUES "
+        "INSERT "
+        + _DEDUP_ROWS
         + ",".join(["(?, ?, ?, ?, ?, ?)"] * rows)
         + " ON CONFLICT (queue, scope, dedup) DO UPDATE SET expires_ms = excluded.expires_ms, "
         "message_id = excluded.message_id, fseq = excluded.fseq "

@@ -62,6 +62,7 @@ LEASE_GRACE_MS = 60_000
 IDLE_RECHECK_S = 30.0  # fallback re-check when nothing wakes us (clock jumps, missed notify)
 RACE_RECHECK_S = 0.05  # re-check after another node claimed what we saw ready
 CAPPED_RECHECK_S = 1.0  # re-check of a consumer whose max_concurrency other nodes fill
+LOOK_AHEAD_BATCHES = 10  # full batches one look at a standard queue may count, to start unasked
 PERSIST_FOR_S = 300.0  # how long a batch's outcome is retried while the database is away
 
 T = TypeVar("T")
@@ -122,6 +123,10 @@ class Dispatcher:
         self._stopping = False
         self._abort = asyncio.Event()
         self._last_failed = False
+        # Full batches the last look at a standard queue saw beyond the one it started:
+        # each later turn claims one without looking again (a look and a claim are two
+        # round trips to the database and two turns of a busy event loop).
+        self._seen_full = 0
         self.last_outcome: dict[str, Any] | None = None
         self._faults = Faults()
 
@@ -184,7 +189,16 @@ class Dispatcher:
             await self._sleep(None, IDLE_RECHECK_S)
             return
         now = self.clock()
-        ready = await self.store.ready(q, now, p.max_batch_size)
+        if self._seen_full and not self._last_failed:
+            self._seen_full -= 1
+            if await self._claim_and_start(q, now):
+                return
+        self._seen_full = 0
+        # A standard queue is counted up to as many full batches as there are free slots:
+        # those beyond the first start on the next turns unasked. A FIFO queue's count
+        # includes messages of groups the first batch will hold, so it looks every time.
+        ahead = 1 if q.fifo else min(cap - len(self._inflight), LOOK_AHEAD_BATCHES)
+        ready = await self.store.ready(q, now, p.max_batch_size * ahead)
         full = ready.count >= p.max_batch_size
         due: int | None = ready.next_visible_ms
         go = full
@@ -212,6 +226,8 @@ class Dispatcher:
         if hold_s > 0:  # a batch failed inside ocd while this turn looked
             await self._sleep(None, hold_s)
             return
+        if full:
+            self._seen_full = ready.count // p.max_batch_size - 1
         if not await self._claim_and_start(q, now):
             # Another node took the batch, or (capped) holds every slot: their settles
             # wake us, but a node that dies wakes no one, so also look again soon.
@@ -241,6 +257,8 @@ class Dispatcher:
             max_batches=p.max_concurrency,  # a limit for the whole deployment
         )
         claimed = await self.store.claim(q, ask)
+        if len(claimed.deliveries) < p.max_batch_size:  # what was seen is taken
+            self._seen_full = 0
         deadletters.tell(
             self.metrics,
             q,

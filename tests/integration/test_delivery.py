@@ -313,3 +313,29 @@ async def test_a_failed_batch_is_remembered_with_its_error_class_and_message(sta
         last["error"],
     ), last["error"]
     assert last["size"] == 1 and last["duration_ms"] >= 0
+
+
+async def test_a_backlog_of_full_batches_is_claimed_after_one_look(start_daemon):
+    """One look at a standard queue counts the full batches it could start; the claims
+    after the first go without another look (each look is a database round trip)."""
+    consumers = """
+[[workers.queues.consumers]]
+queue = "jobs"
+max_batch_size = 10
+max_batch_timeout = 5
+"""
+    d = await start_daemon(consumers=consumers)
+    store = d.daemon.store
+    seen: list[int] = []
+    look = store.ready
+
+    async def counted(queue, now_ms, limit):
+        ready = await look(queue, now_ms, limit)
+        seen.append(ready.count)
+        return ready
+
+    store.ready = counted
+    await d.post("/send-batch", {"messages": [{"body": i} for i in range(30)]})
+    rows = await eventually(lambda: len(d.records("jobs")) == 30 and d.records("jobs"))
+    assert {r["batch"] for r in rows} == {10}  # three full batches, none waited for
+    assert [n for n in seen if n] == [30]

@@ -174,7 +174,7 @@ DELAYED = 1 << 39  # the delayed band's offset in them
 # its tail (the order a queue's deletion takes them in: ``queues.delete_queue``). The serial
 # (FIFO rows' seqs) moves on by one a message, so that the database's position (``mark.py``)
 # counts every message sent, as it did when every row took its seq from it.
-ENQUEUE = f"""
+_ENQUEUE_WITH = f"""
 WITH u AS (
   SELECT u.*, u.vis > u.sent AS delayed
   FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], $5::integer[], $6::bigint[],
@@ -212,9 +212,12 @@ c AS (
   INSERT INTO ocd_counts AS c (queue, shard, count, bytes)
   SELECT n.queue, $9, n.r + n.d, n.b FROM n JOIN t USING (queue)
   ON CONFLICT (queue, shard) DO UPDATE
-  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)
-SELECT max(nextval('ocd_messages_seq_seq')) FROM generate_series(1, (SELECT count(*) FROM m))
-"""
+  SET count = c.count + excluded.count, bytes = c.bytes + excluded.bytes)"""
+_SERIAL = (
+    "SELECT max(nextval('ocd_messages_seq_seq')) FROM generate_series(1, (SELECT count(*) FROM m))"
+)
+
+ENQUEUE = f"{_ENQUEUE_WITH}\n{_SERIAL}\n"
 
 
 def _oldest(q: str) -> str:
@@ -244,6 +247,21 @@ BACKLOG = f"""
 SELECT (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = $1),
        (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = $1),
        {_oldest("$1")}
+"""
+
+# ``ENQUEUE`` as a transaction of its own, answering ``BACKLOGS_AND_NOTIFY``'s rows for its
+# queues in the same round trip: a group of standard sends is then one statement, not four
+# (BEGIN, the rows, the backlogs, COMMIT). The statement's snapshot does not see its own
+# rows, so they are added to what it reads: their count and bytes, their first send time.
+ENQUEUE_ALONE = f"""{_ENQUEUE_WITH},
+s AS ({_SERIAL}),
+f AS (SELECT queue, min(sent) AS first FROM u GROUP BY queue)
+SELECT n.queue,
+       (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = n.queue) + n.r + n.d,
+       (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = n.queue) + n.b,
+       least({_oldest("n.queue")}, f.first),
+       pg_notify('ocd_q_' || n.queue, '')
+FROM n JOIN f USING (queue) CROSS JOIN s
 """
 
 ALL_COUNTS = "SELECT queue, sum(count)::bigint FROM ocd_counts GROUP BY queue"

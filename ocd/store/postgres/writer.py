@@ -153,6 +153,10 @@ class GroupWriter:
                     cols[5].append(m.sent_ms)
                     cols[6].append(m.visible_ms)
                     cols[7].append(m.attrs)
+            if not fifo_sends and all(s.messages for s in group):
+                # every queue has rows in the statement, so each gets its backlog row
+                rows = await conn.fetch(sql.ENQUEUE_ALONE, *cols, random.randrange(SHARDS))
+                return {r[0]: Backlog(r[1], r[2], r[3] or 0) for r in rows}
             async with conn.transaction():
                 # FIFO sends share the group's commit, one queue at a time under its lock
                 # (in key order, as every FIFO transaction takes them), before the standard

@@ -256,7 +256,14 @@ class Dispatcher:
             dead_letter=self._dead_letter(),
             max_batches=p.max_concurrency,  # a limit for the whole deployment
         )
-        claimed = await self.store.claim(q, ask)
+        # The batch's metadata is read beside the claim rather than after it: one round
+        # trip off the batch's way (a claim changes none of the figures it reads).
+        metrics = asyncio.ensure_future(self._backlog(q))
+        try:
+            claimed = await self.store.claim(q, ask)
+        except BaseException:
+            _drop(metrics)
+            raise
         if len(claimed.deliveries) < p.max_batch_size:  # what was seen is taken
             self._seen_full = 0
         deadletters.tell(
@@ -266,9 +273,11 @@ class Dispatcher:
             (Dead(mid, ask.max_attempts) for mid in claimed.exhausted),
         )
         if not claimed.deliveries:
+            _drop(metrics)
             return bool(claimed.exhausted)
         task = asyncio.create_task(
-            self._guarded(q, claimed.deliveries), name=f"ocd-batch-{self.worker}-{q.name}"
+            self._guarded(q, claimed.deliveries, metrics),
+            name=f"ocd-batch-{self.worker}-{q.name}",
         )
         self._inflight.add(task)
         task.add_done_callback(self._finished)
@@ -312,7 +321,12 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- one batch
 
-    async def _guarded(self, q: QueueRecord, deliveries: list[Delivery]) -> None:
+    async def _guarded(
+        self,
+        q: QueueRecord,
+        deliveries: list[Delivery],
+        metrics: asyncio.Future[dict[str, Any]],
+    ) -> None:
         """One batch through the pipeline. A failure of ocd's own has already been settled
         as a failed delivery there (attempts spent); what reaches here is an outcome that
         could not be recorded: its messages come back when their leases lapse. Either way
@@ -326,9 +340,7 @@ class Dispatcher:
             self._faults.failed(q.name, e, RETRIED)
 
         try:
-            result = await deliver(
-                route, deliveries, invoke, leases, lambda: self._backlog(q), fault
-            )
+            result = await deliver(route, deliveries, invoke, leases, lambda: metrics, fault)
         except StoreError as e:
             # The database failed the settle (and not only for a while): outside the
             # messages, so they are handed back unspent once it answers again, rather than
@@ -340,6 +352,8 @@ class Dispatcher:
         except Exception as e:  # a bug in recording the outcome: the leases lapse
             self._faults.failed(q.name, e, UNRECORDED)
             return
+        finally:
+            _drop(metrics)  # not awaited when no message reached the handler
         self._record(q, result)
 
     async def _backlog(self, q: QueueRecord) -> dict[str, Any]:
@@ -448,3 +462,11 @@ class _StoreLeases:
         d, q = self.d, self.q
         seqs = [m.seq for m in deliveries]
         return await d._persist(lambda: d.store.release(q, seqs, d.clock()))
+
+
+def _drop(f: asyncio.Future[Any]) -> None:
+    """Let go of a future that may never be awaited, without a "never retrieved" warning."""
+    if f.cancel():
+        return
+    if not f.cancelled():
+        f.exception()

@@ -155,6 +155,49 @@ async def test_a_pull_lease_from_one_node_is_acked_on_another(nodes):
     assert settled.acked == 1 and (await a.backlog(q)).count == 0
 
 
+
+async def test_an_ack_drops_a_lease_once_none_of_its_messages_is_left(pg_dsn, nodes):
+    """A batch's lease row goes with its last message (``ocd_ack``): acks naming every seq
+    of its run, in any order and twice over, drop it at once; acks leaving one keep it until
+    that one is acked; a message retried meanwhile (held apart) does not keep it, and its
+    held row goes when it is acked in turn."""
+    [a] = await nodes(1)
+    q = await a.create_queue("jobs", "local", QueueSettings(), T0)
+    await a.enqueue(q, msgs(10))
+    lease = Claim(4, T0, T0 + 60_000, 4, NO_DLQ)
+    first = (await a.claim(q, lease)).deliveries
+    second = (await a.claim(q, lease)).deliveries
+    third = (await a.claim(q, Claim(2, T0, T0 + 60_000, 4, NO_DLQ))).deliveries
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+
+        async def rows() -> tuple[int, int]:
+            return tuple(
+                await conn.fetchrow(
+                    "SELECT (SELECT count(*) FROM ocd_leases), (SELECT count(*) FROM ocd_held)"
+                )
+            )
+
+        assert await rows() == (3, 0)
+        await a.settle(q, [d.seq for d in first[:3]], [], [], NO_DLQ, T0)
+        assert await rows() == (3, 0)
+        await a.settle(q, [first[3].seq], [], [], NO_DLQ, T0)
+        assert await rows() == (2, 0)
+        seqs = [d.seq for d in reversed(second)]
+        assert (await a.settle(q, seqs + seqs[:2], [], [], NO_DLQ, T0)).acked == 4
+        assert await rows() == (1, 0)
+        held, left = third
+        await a.settle(q, [], [Retry(held.seq, T0 + 1000)], [], NO_DLQ, T0)
+        assert await rows() == (1, 1)
+        await a.settle(q, [left.seq], [], [], NO_DLQ, T0)
+        assert await rows() == (0, 1)
+        [back] = (await a.claim(q, Claim(4, T0 + 1000, T0 + 60_000, 4, NO_DLQ))).deliveries
+        assert back.id == held.id
+        await a.settle(q, [back.seq], [], [], NO_DLQ, T0 + 1000)
+        assert await rows() == (0, 0) and (await a.backlog(q)).count == 0
+    finally:
+        await conn.close()
+
 _HOLDER = textwrap.dedent(
     """
     import asyncio, sys, time

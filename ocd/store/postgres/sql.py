@@ -341,8 +341,8 @@ _LO = "(SELECT min(s) FROM unnest($2::bigint[]) AS s)"
 _HI = "(SELECT max(s) FROM unnest($2::bigint[]) AS s)"
 
 # An ack-only settle of a standard queue in one round trip (``ocd_ack``,
-# ``migrations/0013_ack.sql``): deletes, counts, held rows, the leases the acks emptied, and
-# a notification of the queue; its plan made once a session.
+# ``migrations/0013_ack.sql``, now ``0016_ack_lean.sql``): deletes, counts, held rows, the
+# leases the acks emptied, and a notification of the queue; its plan made once a session.
 ACK = "SELECT ocd_ack($1, $2::bigint[], $3::smallint)"
 
 # After messages of a standard queue were deleted or moved away (an earlier statement of the

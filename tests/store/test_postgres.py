@@ -155,7 +155,6 @@ async def test_a_pull_lease_from_one_node_is_acked_on_another(nodes):
     assert settled.acked == 1 and (await a.backlog(q)).count == 0
 
 
-
 async def test_an_ack_drops_a_lease_once_none_of_its_messages_is_left(pg_dsn, nodes):
     """A batch's lease row goes with its last message (``ocd_ack``): acks naming every seq
     of its run, in any order and twice over, drop it at once; acks leaving one keep it until
@@ -197,6 +196,7 @@ async def test_an_ack_drops_a_lease_once_none_of_its_messages_is_left(pg_dsn, no
         assert await rows() == (0, 0) and (await a.backlog(q)).count == 0
     finally:
         await conn.close()
+
 
 _HOLDER = textwrap.dedent(
     """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -183,6 +184,14 @@ class PullService:
             return DeadLetter(None)
         return DeadLetter(await self.admin.dead_letter(queue.account, dlq))
 
+    async def _backlog(self, queue: QueueRecord, metrics: bool) -> Backlog:
+        """The queue's backlog for a pull's answer: from the store, or (without
+        ``metrics``, or while the database is away) the count this node knows."""
+        if metrics:
+            with contextlib.suppress(StoreError):
+                return await self.store.backlog(queue)
+        return Backlog(self.store.backlog_count(queue), 0, 0)
+
     async def pull(
         self,
         queue: QueueRecord,
@@ -190,9 +199,12 @@ class PullService:
         batch_size: int,
         visibility_ms: int,
         wait_ms: int = 0,
+        metrics: bool = True,
     ) -> Pulled:
         """Lease up to ``batch_size`` ready messages; with ``wait_ms``, hold until some
-        arrive (woken by commits, or when a delay or a lease runs out) or the wait ends."""
+        arrive (woken by commits, or when a delay or a lease runs out) or the wait ends.
+        Without ``metrics`` (a surface that does not answer them: SQS), ``Pulled.backlog``
+        is only the count this node knows, read from memory."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
         while True:
@@ -200,7 +212,7 @@ class PullService:
             current = self.store.queue_by_id(queue.queue_id)
             if current is None or current.settings.delivery_paused or self._closing.is_set():
                 # deleted or paused while this pull waited: it gets nothing more
-                return Pulled([], [], [], await self.store.backlog(queue))
+                return Pulled([], [], [], await self._backlog(queue, metrics))
             now = self.clock()
             ask = Claim(
                 limit=batch_size,
@@ -210,7 +222,17 @@ class PullService:
                 dead_letter=await self._dead_letter(queue, consumer),
                 kind=LeaseKind.PULL,
             )
-            claimed = await self.store.claim(queue, ask)
+            # A pull that will answer after this claim whatever it finds reads the backlog
+            # beside it rather than after it (a claim changes none of its figures).
+            early = None
+            if metrics and deadline <= loop.time():
+                early = asyncio.ensure_future(self._backlog(queue, metrics))
+            try:
+                claimed = await self.store.claim(queue, ask)
+            except BaseException:
+                if early is not None:
+                    early.cancel()
+                raise
             # Committed: from here on nothing may fail this pull, or its messages would stay
             # leased, an attempt spent, with no one holding the lease.
             deadletters.tell(
@@ -228,11 +250,10 @@ class PullService:
                     log.warning("queue %s: could not hand back v8 messages: %s", queue.name, e)
             left = deadline - loop.time()
             if good or refused or left <= 0:
-                try:
-                    backlog = await self.store.backlog(queue)
-                except StoreError:
-                    backlog = Backlog(self.store.backlog_count(queue), 0, 0)
+                backlog = await (early or self._backlog(queue, metrics))
                 return Pulled(good, refused, claimed.exhausted, backlog)
+            if early is not None:
+                early.cancel()
             # Commits wake us; a message that is only delayed or leased becomes ready
             # without one, so also wake when the next of those is due.
             upcoming = (await self.store.ready(queue, now, 1)).next_visible_ms

@@ -207,7 +207,7 @@ async def receive_message(sqs: SqsContext, call: Call) -> dict[str, Any]:
     msg_names = req.get("MessageAttributeNames") or []
     if not isinstance(msg_names, list) or not all(isinstance(n, str) for n in msg_names):
         raise invalid("MessageAttributeNames must be a list of names.")
-    pulled = await sqs.pull.pull(queue, consumer, limit, vis_ms, wait_s * 1000)
+    pulled = await sqs.pull.pull(queue, consumer, limit, vis_ms, wait_s * 1000, metrics=False)
     if not pulled.deliveries:
         return {}
     return {

@@ -457,3 +457,27 @@ async def test_a_delayed_send_waits_apart_then_comes_in_its_turn(store):
         1,
         T0 + 3000,
     )
+
+
+async def test_the_oldest_message_counts_those_in_flight_held_apart_and_under_a_lapsed_lease(
+    store,
+):
+    """The oldest message's send time (a batch's metadata, retention) counts a message
+    whatever its state: claimed, held apart for a retry, or under a lease that lapsed and
+    was not claimed again, after others behind it were acked."""
+    q = await store.ensure_queue("jobs", "local", None, T0)
+    for i in range(4):
+        await store.enqueue(q, msgs(1, at=T0 + i, prefix=f"m{i}"))
+    first = (await store.claim(q, Claim(1, T0 + 10, T0 + 1000, 9, NO_DLQ))).deliveries
+    behind = (await store.claim(q, Claim(2, T0 + 10, T0 + 60_000, 9, NO_DLQ))).deliveries
+    await store.settle(q, [behind[0].seq], [], [], NO_DLQ, T0 + 10)
+    assert (await store.backlog(q)).oldest_ms == T0  # claimed, its lease alive
+    await store.settle(q, [], [Retry(first[0].seq, T0 + 5000)], [], NO_DLQ, T0 + 20)
+    assert (await store.backlog(q)).oldest_ms == T0  # held apart
+    again = (await store.claim(q, Claim(2, T0 + 5000, T0 + 5100, 9, NO_DLQ))).deliveries
+    assert {d.id for d in again} == {first[0].id, msgs(1, prefix="m3")[0].id}
+    assert (await store.backlog(q)).oldest_ms == T0  # under a lease that lapses at T0 + 5100
+    assert (await store.ready(q, T0 + 6000, 10)).count == 2
+    assert (await store.backlog(q)).oldest_ms == T0  # lapsed, not claimed again yet
+    await store.settle(q, [d.seq for d in again], [], [], NO_DLQ, T0 + 6000)
+    assert (await store.backlog(q)).oldest_ms == T0 + 2  # the one left under the long lease

@@ -223,10 +223,24 @@ ENQUEUE = f"{_ENQUEUE_WITH}\n{_SERIAL}\n"
 def _oldest(q: str) -> str:
     """The send time of queue ``q``'s oldest message: the first of its ready band (no message
     in order after it was sent before it), or the oldest late one
-    (``migrations/0015_late.sql``)."""
+    (``migrations/0015_late.sql``).
+
+    The band's first row is looked for from the lowest seq that can still be live, not from
+    the band's start: a walk from there stepped over every entry acked since the last vacuum
+    (2,311 heap fetches after 15,000 acks). Below the cursor a message lives only under a
+    lease (``ocd_claim`` writes both in one transaction; a lease that ends re-appends what
+    it held) or held apart (``ocd_held``, in place), so the lowest of the cursor, the
+    queue's lease runs and its held rows in the band bounds every live row from below."""
+    band = f"{q}::bigint << 40"
+    floor = (
+        f"least(coalesce((SELECT c.next_seq FROM ocd_cursors c WHERE c.queue = {q}), {band}), "
+        f"(SELECT min(l.lo) FROM ocd_leases l WHERE l.queue = {q}), "
+        f"(SELECT min(h.seq) FROM ocd_held h WHERE h.seq >= {band} "
+        f"AND h.seq < ({band}) + {DELAYED}))"
+    )
     first = (  # min(): a walk of the primary key, whatever the statistics say
-        f"SELECT min(f.seq) FROM ocd_messages f WHERE f.seq >= {q}::bigint << 40 "
-        f"AND f.seq < ({q}::bigint << 40) + {DELAYED}"
+        f"SELECT min(f.seq) FROM ocd_messages f WHERE f.seq >= {floor} "
+        f"AND f.seq < ({band}) + {DELAYED}"
     )
     return (
         f"least((SELECT m.sent_ms FROM ocd_messages m WHERE m.seq = ({first})), "

@@ -248,18 +248,23 @@ def _oldest(q: str) -> str:
     )
 
 
+def _counted(column: str, q: str) -> str:
+    """Queue ``q``'s message count or bytes (``column``), the sum of its count shards."""
+    return f"(SELECT coalesce(sum({column}), 0)::bigint FROM ocd_counts WHERE queue = {q})"
+
+
 BACKLOGS_AND_NOTIFY = f"""
 SELECT q,
-       (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = q),
-       (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = q),
+       {_counted("count", "q")},
+       {_counted("bytes", "q")},
        {_oldest("q")},
        pg_notify('ocd_q_' || q, '')
 FROM unnest($1::bigint[]) AS q
 """
 
 BACKLOG = f"""
-SELECT (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = $1),
-       (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = $1),
+SELECT {_counted("count", "$1")},
+       {_counted("bytes", "$1")},
        {_oldest("$1")}
 """
 
@@ -271,8 +276,8 @@ ENQUEUE_ALONE = f"""{_ENQUEUE_WITH},
 s AS ({_SERIAL}),
 f AS (SELECT queue, min(sent) AS first FROM u GROUP BY queue)
 SELECT n.queue,
-       (SELECT coalesce(sum(count), 0)::bigint FROM ocd_counts WHERE queue = n.queue) + n.r + n.d,
-       (SELECT coalesce(sum(bytes), 0)::bigint FROM ocd_counts WHERE queue = n.queue) + n.b,
+       {_counted("count", "n.queue")} + n.r + n.d,
+       {_counted("bytes", "n.queue")} + n.b,
        least({_oldest("n.queue")}, f.first),
        pg_notify('ocd_q_' || n.queue, '')
 FROM n JOIN f USING (queue) CROSS JOIN s

@@ -230,11 +230,14 @@ def _oldest(q: str) -> str:
     (2,311 heap fetches after 15,000 acks). Below the cursor a message lives only under a
     lease (``ocd_claim`` writes both in one transaction; a lease that ends re-appends what
     it held) or held apart (``ocd_held``, in place), so the lowest of the cursor, the
-    queue's lease runs and its held rows in the band bounds every live row from below."""
+    queue's lease runs and its held rows in the band bounds every live row from below. A
+    queue's runs never overlap (each is taken from the cursor on), so the lowest run is the
+    one that ends first: one probe of ``ocd_leases_run``, as ``ocd_release`` finds a run,
+    rather than a read of every lease the queue holds (a pull consumer may hold thousands)."""
     band = f"{q}::bigint << 40"
     floor = (
         f"least(coalesce((SELECT c.next_seq FROM ocd_cursors c WHERE c.queue = {q}), {band}), "
-        f"(SELECT min(l.lo) FROM ocd_leases l WHERE l.queue = {q}), "
+        f"(SELECT l.lo FROM ocd_leases l WHERE l.queue = {q} ORDER BY l.hi LIMIT 1), "
         f"(SELECT min(h.seq) FROM ocd_held h WHERE h.seq >= {band} "
         f"AND h.seq < ({band}) + {DELAYED}))"
     )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable
-from typing import NamedTuple, NoReturn
+from typing import NoReturn
 
 import orjson
 
@@ -56,17 +56,8 @@ def normalize_content_type(value: object) -> str:
     raise TypeError(f"Unsupported queue message content type: {value}")
 
 
-class Encoded(NamedTuple):
-    """A body already encoded for its content type (a JS Worker's, as workerd sent it):
-    ``encode`` passes it through as is."""
-
-    data: bytes
-
-
 def encode(body: object, content_type: str) -> bytes:
     """Serialise ``body`` for a normalised ``content_type``; ``TypeError`` if it does not fit."""
-    if type(body) is Encoded:
-        return body.data
     try:
         encoder = _ENCODERS[content_type]
     except KeyError:

@@ -123,6 +123,15 @@ def new_message_id() -> str:
     return f"{_ids.getrandbits(128):032x}"
 
 
+def new_message_ids(n: int) -> list[str]:
+    """``n`` message ids from one draw: formatting one large number and slicing it costs a
+    fraction of ``n`` draws."""
+    if n == 1:
+        return [new_message_id()]
+    digits = f"{_ids.getrandbits(128 * n):0{32 * n}x}"
+    return [digits[i : i + 32] for i in range(0, 32 * n, 32)]
+
+
 def metrics_dict(b: Backlog) -> dict[str, Any]:
     """Backlog as the binding reports it (camelCase, aware UTC datetime or None)."""
     oldest = dt.datetime.fromtimestamp(b.oldest_ms / 1000, dt.UTC) if b.oldest_ms else None
@@ -148,10 +157,11 @@ class Producer:
         queue: QueueRecord,
         items: Sequence[tuple[Any, Any, Any, Any, Any]],
         batch_delay: Any = None,
+        encoded: bool = False,
     ) -> Backlog:
         """Store ``(body, content_type, delay_s, group_id, deduplication_id)`` items
-        (``None``: not given), all or none."""
-        backlog, _ = await self.send_detailed(queue, items, batch_delay)
+        (``None``: not given), all or none; ``encoded``: as ``send_with_ids``."""
+        backlog, _, _ = await self.send_with_ids(queue, items, batch_delay, encoded=encoded)
         return backlog
 
     async def send_detailed(
@@ -173,11 +183,14 @@ class Producer:
         attrs: Sequence[bytes | None] | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        encoded: bool = False,
     ) -> tuple[Backlog, list[str], list[FifoSent] | None]:
         """``send_detailed``, also answering the id given to each message (for a FIFO
         duplicate, the id it was sent with; ``FifoSent`` has the stored one). ``attrs``, one
         per item, are stored with the messages untouched (``NewMessage.attrs``). The size
-        limits are Cloudflare's unless a surface has its own (SQS: up to 1 MiB)."""
+        limits are Cloudflare's unless a surface has its own (SQS: up to 1 MiB). With
+        ``encoded``, every body is ``bytes`` already encoded for its content type (a JS
+        Worker's, as workerd sent it), stored as it is."""
         if len(items) > MAX_BATCH_MESSAGES:
             raise QueueSendError(
                 f"batch message count of {len(items)} exceeds limit of {MAX_BATCH_MESSAGES}",
@@ -191,12 +204,13 @@ class Producer:
         fifo = queue.fifo
         # what a message without options of its own gets, worked out once a batch
         default_visible = now + send_delay(None, batch_delay, queue_delay) * 1000
+        ids = new_message_ids(len(items))
         for i, (body, ctype, delay, group, dedup) in enumerate(items):
             if ctype is None:
                 ctype = "json"
             elif type(ctype) is not str or ctype not in _CANONICAL:
                 ctype = codec.normalize_content_type(ctype)
-            data = codec.encode(body, ctype)
+            data = body if encoded else codec.encode(body, ctype)
             if len(data) > max_message_bytes:
                 raise QueueSendError(
                     f"message length of {len(data)} bytes exceeds limit of {max_message_bytes}",
@@ -209,18 +223,16 @@ class Producer:
                 g, d = _fifo_keys(queue, group, dedup, delay, batch_delay, data)
                 visible = now + queue_delay * 1000
                 a = None if attrs is None else attrs[i]
-                messages.append(NewMessage(new_message_id(), ctype, data, now, visible, g, d, a))
+                messages.append(NewMessage(ids[i], ctype, data, now, visible, g, d, a))
                 continue
             if delay is None:
                 visible = default_visible
             else:
                 visible = now + send_delay(delay, batch_delay, queue_delay) * 1000
             if attrs is None or attrs[i] is None:
-                messages.append(NewMessage(new_message_id(), ctype, data, now, visible))
+                messages.append(NewMessage(ids[i], ctype, data, now, visible))
             else:
-                messages.append(
-                    NewMessage(new_message_id(), ctype, data, now, visible, None, None, attrs[i])
-                )
+                messages.append(NewMessage(ids[i], ctype, data, now, visible, None, None, attrs[i]))
         if total > max_batch_bytes:
             raise QueueSendError(
                 f"batch size of {total} bytes exceeds limit of {max_batch_bytes}",

@@ -12,8 +12,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from ocd.js.producer import ProducerEndpoint
-from ocd.producer import Producer
-from ocd.store import QueueSettings, make_store
+from ocd.producer import MESSAGE_METADATA_INVALID, Producer
+from ocd.store import Claim, DeadLetter, QueueSettings, make_store
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,11 +49,42 @@ async def test_a_batch_is_stored_whole_and_answered_with_the_backlog(endpoint):
 
 @pytest.mark.parametrize(
     "body",
-    [b"{not json", b"[]", b'{"messages": []}', b'{"messages": [{"body": "%%%"}]}', b"\xff\xfe"],
+    [
+        b"{not json",
+        b"[]",
+        b'{"messages": []}',
+        b'{"messages": [{"body": "%%%"}]}',
+        b"\xff\xfe",
+        '{"messages": [{"body": "e30=\u00e9"}]}'.encode(),  # not ASCII
+        b'{"messages": [{"body": 5}]}',
+        b'{"messages": [5]}',
+        b'{"messages": [{"body": "e30=", "contentType": "xml"}]}',
+        b'{"messages": [{"body": "e30=", "contentType": ["json"]}]}',
+    ],
 )
 async def test_a_batch_it_cannot_read_is_refused_with_400_and_stores_nothing(endpoint, body):
     http, store, q = endpoint
     async with http.post("/batch", data=body, headers=HEADERS) as r:
         assert r.status == 400
-        assert r.headers["CF-Queues-Error-Code"] and "invalid" in r.headers["CF-Queues-Error-Cause"]
+        assert r.headers["CF-Queues-Error-Code"] == str(MESSAGE_METADATA_INVALID)
+        cause = r.headers["CF-Queues-Error-Cause"]
+        assert "invalid" in cause or "Unsupported queue message content type" in cause
     assert (await store.backlog(q)).count == 0
+
+
+async def test_a_batch_is_stored_byte_for_byte_each_message_under_an_id_of_its_own(endpoint):
+    http, store, q = endpoint
+    bodies = [b"\x00\xffraw", json.dumps({"i": 1}).encode(), "h\u00e9".encode()]
+    messages = [
+        {"body": base64.b64encode(b).decode(), "contentType": ct}
+        for b, ct in zip(bodies, ["bytes", "JSON", None], strict=True)
+    ]
+    async with http.post("/batch", json={"messages": messages}, headers=HEADERS) as r:
+        assert r.status == 200
+    now = 1_700_000_000_000 + 10**9
+    claimed = await store.claim(q, Claim(10, now, now + 30_000, 5, DeadLetter(None)))
+    got = sorted(claimed.deliveries, key=lambda d: d.seq)
+    assert [d.body for d in got] == bodies
+    assert [d.content_type for d in got] == ["bytes", "json", "v8"]
+    ids = [d.id for d in got]
+    assert len(set(ids)) == 3 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)

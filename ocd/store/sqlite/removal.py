@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from ocd.store import rules
 from ocd.store.catalogue import Catalogue
 from ocd.store.sqlite import fifo, layout, sql
-from ocd.store.sqlite.ops import Tx, chunks, fetch_all, marks
+from ocd.store.sqlite.ops import Tx, chunks, fetch_all, fetch_one, marks
 from ocd.store.values import DeadLetter, QueueRecord
 
 
@@ -24,19 +24,19 @@ def delete(tx: Tx, queue: QueueRecord, seqs: Sequence[int], groups: set[str] | N
         else:
             fifo.refresh(tx, queue.key, touched)
         return n
-    parts: list[tuple[str, tuple[int, ...]]]
-    if _is_run(seqs):  # a batch acked whole: one range, not a seek a seq
-        parts = [(sql.DELETE_RUN, (queue.key, min(seqs), max(seqs)))]
-    else:
-        parts = [
-            (sql.DELETE_SEQS.format(marks=marks(len(c))), (queue.key, *c)) for c in chunks(seqs)
-        ]
     n = 0
-    for statement, params in parts:
-        rows = fetch_all(tx.conn, statement, params)
-        if rows:
-            tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
-        n += len(rows)
+    if _is_run(seqs):  # a batch acked whole: one range, not a seek a seq
+        run = (queue.key, min(seqs), max(seqs))
+        n, size = fetch_one(tx.conn, sql.COUNT_RUN, run)
+        if n:
+            tx.conn.execute(sql.DELETE_RUN, run)
+            tx.removed(queue.key, n, int(size))
+    else:
+        for c in chunks(seqs):
+            rows = fetch_all(tx.conn, sql.DELETE_SEQS.format(marks=marks(len(c))), (queue.key, *c))
+            if rows:
+                tx.removed(queue.key, len(rows), sum(r[0] for r in rows))
+            n += len(rows)
     layout.removed(tx, queue.key, seqs)
     return n
 

@@ -123,10 +123,12 @@ WHERE (queue, grp, fseq) = (SELECT queue, grp, fseq FROM messages WHERE seq = ? 
 """
 
 DELETE_SEQS = "DELETE FROM messages WHERE +queue = ? AND seq IN ({marks}) RETURNING size, grp, fseq"
-# The same for seqs that are a whole run, lo to hi (a batch acked whole): one range.
-DELETE_RUN = """
-DELETE FROM messages WHERE seq >= ?2 AND seq <= ?3 AND +queue = ?1 RETURNING size, grp, fseq
+# The same for seqs that are a whole run, lo to hi (a batch acked whole): one range, its
+# count and bytes read first (a step each, where RETURNING hands back a row a message).
+COUNT_RUN = """
+SELECT count(*), total(size) FROM messages WHERE seq >= ?2 AND seq <= ?3 AND +queue = ?1
 """
+DELETE_RUN = "DELETE FROM messages WHERE seq >= ?2 AND seq <= ?3 AND +queue = ?1"
 
 # A FIFO message's order row goes with it.
 DELETE_ORDER = "DELETE FROM fifo_order WHERE queue = ? AND grp = ? AND fseq = ?"

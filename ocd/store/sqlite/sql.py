@@ -636,6 +636,19 @@ def insert_log(rows: int) -> str:
     return _INSERT_LOG + "VALUES " + ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
 
 
+@functools.cache
+def insert_plain(rows: int) -> str:
+    """INSERT of ``rows`` plain messages (visible at their send, in order, no attributes)
+    under consecutive seqs: ``?1`` the queue, ``?2`` the first seq, then four parameters a
+    message (id, content type, body, send time). The size, visibility and lateness follow
+    from them: a message costs SQLite four bindings, not ten."""
+    values = ",".join(
+        f"(?2 + {k}, ?1, ?{p}, ?{p + 1}, ?{p + 2}, length(?{p + 2}), ?{p + 3}, ?{p + 3}, NULL, 0)"
+        for k, p in ((k, 3 + 4 * k) for k in range(rows))
+    )
+    return _INSERT_LOG + "VALUES " + values
+
+
 HOLD_NEW = "INSERT INTO held (seq, queue, until_ms, attempts) VALUES (?, ?, ?, 0)"
 
 # The next run of the ready band: what a claim takes.

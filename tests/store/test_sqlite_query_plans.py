@@ -20,7 +20,8 @@ HOT = {
         sql.READY_LOG,
         {"q": 1, "now": 5, "n": 10, "start": Q1, "end": Q1 + (1 << 39)},
     ),
-    "LOG_RUN": (sql.LOG_RUN, (Q1, Q1 + (1 << 39), 10)),
+    "LOG_RUN": (sql.LOG_RUN, (Q1, Q1 + (1 << 39), 10, 5)),
+    "COUNT_RUN": (sql.COUNT_RUN, (1, Q1, Q1 + 99)),
     "DELETE_SEQS": (sql.DELETE_SEQS.format(marks="?,?,?"), (1, 1, 2, 3)),
     "DELETE_RUN": (sql.DELETE_RUN, (1, Q1, Q1 + 99)),
     "REAPPEND": (

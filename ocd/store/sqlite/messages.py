@@ -121,16 +121,11 @@ class SqliteMessages(SqliteCore):
         layout.lapse(tx, key, now)
         end = layout.band(key)[1]
         at = layout.cursor(tx, key)
-        stored = fetch_all(tx.conn, sql.LOG_RUN, (at, end, ask.limit))
-        if not stored:
+        rows = fetch_all(tx.conn, sql.LOG_RUN, (at, end, ask.limit, now))
+        if not rows:
             return Claimed([])
-        # Under the lease a message has had one more attempt than its row says.
-        rows = [
-            (seq, mid, ct, body, sent, attempts + 1, attrs, now if first is None else first)
-            for seq, mid, ct, body, sent, attempts, attrs, first in stored
-        ]
         split = claimed(rows, lease, ask.max_attempts)
-        lo, hi = stored[0][0], stored[-1][0]
+        lo, hi = rows[0][0], rows[-1][0]
         tx.conn.execute(sql.SET_CURSOR, (hi + 1, key))
         if split.deliveries:
             tx.conn.execute(

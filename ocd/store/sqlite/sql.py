@@ -651,10 +651,11 @@ def insert_plain(rows: int) -> str:
 
 HOLD_NEW = "INSERT INTO held (seq, queue, until_ms, attempts) VALUES (?, ?, ?, 0)"
 
-# The next run of the ready band: what a claim takes.
+# The next run of the ready band: what a claim takes, as it goes out under the lease: one
+# more attempt than the row says, and this claim's time (?4) as the first receive if none.
 LOG_RUN = """
-SELECT seq, id, content_type, body, sent_ms, attempts, attrs, first_received_ms FROM messages
-WHERE seq >= ? AND seq < ? ORDER BY seq LIMIT ?
+SELECT seq, id, content_type, body, sent_ms, attempts + 1, attrs, coalesce(first_received_ms, ?4)
+FROM messages WHERE seq >= ?1 AND seq < ?2 ORDER BY seq LIMIT ?3
 """
 
 INSERT_LEASE = """

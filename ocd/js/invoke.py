@@ -24,6 +24,7 @@ import orjson
 
 from ocd.js.capnp import bridge_binding
 from ocd.js.reports import ErrorReports
+from ocd.js.wire import BridgeWire, Unreachable
 from ocd.pipeline import ABORTED, OUTCOME_OK, UNREACHED, Invoke, Outcome, Route
 from ocd.store import Delivery
 from runtime import BatchMarks, MessageBatch
@@ -48,14 +49,17 @@ class Bridge:
     """The bridge Worker of one workerd start."""
 
     def __init__(self, socket_path: str, secret: str, reports: ErrorReports) -> None:
-        self.session = aiohttp.ClientSession(
+        self.session = aiohttp.ClientSession(  # scheduled()
             connector=aiohttp.UnixConnector(path=socket_path),
             timeout=aiohttp.ClientTimeout(total=None),
         )
         self.headers = {"Authorization": f"Bearer {secret}"}
+        self.wire = BridgeWire(socket_path)  # queue batches, every one a POST
+        self.wire_headers = f"Authorization: Bearer {secret}\r\n".encode()
         self.reports = reports  # what the worker's handlers threw
 
     async def close(self) -> None:
+        self.wire.close()
         await self.session.close()
 
 
@@ -82,8 +86,8 @@ class WorkerdInvoke:
         if bridge is None:
             return Outcome(UNREACHED, "workerd is not running")
         frame = _frame(batch, deliveries)
-        url = f"http://workerd/queue/{bridge_binding(self.worker)}"
-        post = asyncio.ensure_future(_post(bridge, url, frame))
+        target = f"/queue/{bridge_binding(self.worker)}"
+        post = asyncio.ensure_future(_post(bridge, target, frame))
         abort = asyncio.ensure_future(self.abort.wait())
         try:
             done, _ = await asyncio.wait(
@@ -105,9 +109,9 @@ class WorkerdInvoke:
             return Outcome("exceededWallTime", f"exceeded its {self.timeout_s:.0f} s limit")
         try:
             result = post.result()
-        except aiohttp.ClientConnectorError as e:  # never reached workerd
+        except Unreachable as e:  # never reached workerd
             return Outcome(UNREACHED, f"workerd unreachable: {e}")
-        except (aiohttp.ClientError, ValueError) as e:  # it may have run
+        except (OSError, EOFError, ValueError) as e:  # it may have run
             return Outcome("exception", f"lost the bridge: {type(e).__name__}: {e}"[:300])
         outcome = _apply(result, batch._marks)
         if outcome.name == OUTCOME_OK.name:
@@ -130,12 +134,11 @@ class WorkerdInvoke:
         return outcome
 
 
-async def _post(bridge: Bridge, url: str, frame: bytes) -> Any:
-    async with bridge.session.post(url, data=frame, headers=bridge.headers) as r:
-        if r.status != 200:
-            text = await r.text()
-            raise ValueError(f"bridge answered {r.status}: {text[:200]}")
-        return await r.json()
+async def _post(bridge: Bridge, target: str, frame: bytes) -> Any:
+    status, body = await bridge.wire.post(target, bridge.wire_headers, frame)
+    if status != 200:
+        raise ValueError(f"bridge answered {status}: {body[:200].decode(errors='replace')}")
+    return orjson.loads(body)  # its JSONDecodeError is a ValueError
 
 
 def _frame(batch: MessageBatch, deliveries: Sequence[Delivery]) -> bytes:

@@ -290,3 +290,26 @@ async def test_a_wal_left_by_a_crash_is_recovered_not_overwritten(tmp_path, monk
         assert await count(recovered, "jobs") == 5
     finally:
         await recovered.close()
+
+
+async def test_a_look_at_a_queue_answers_the_same_on_the_loop_and_after_a_slow_disk(tmp_path):
+    """A dispatcher's look (``ready``) reads on the event loop while the writer commits there,
+    and through the read connection's thread once the disk has been judged slow; the answer
+    is the same either way."""
+    store = SqliteStore(tmp_path / "data")
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        await store.enqueue(q, [NewMessage(f"m{i}", "json", b"{}", T0, T0) for i in range(3)])
+        await store.enqueue(q, [NewMessage("later", "json", b"{}", T0, T0 + 60_000)])
+        on_loop = await store.ready(q, T0 + 1, 10)
+        assert store._writer is not None
+        store._writer._threaded_until = float("inf")  # as after slow inline commits
+        assert await store.ready(q, T0 + 1, 10) == on_loop
+        assert (on_loop.count, on_loop.first_ready_ms, on_loop.next_visible_ms) == (
+            3,
+            T0,
+            T0 + 60_000,
+        )
+    finally:
+        await store.close()

@@ -73,6 +73,7 @@ class SqliteCore:
         self._mark: MarkFile | None = None
         self._final_commits = 0  # durable commits when the writer closed
         self._r: aiosqlite.Connection | None = None
+        self._quick: sqlite3.Connection | None = None  # short reads on the loop (_quick_one)
         self.catalogue = Catalogue()
         self._writer: Writer | None = None
         self._ckpt: aiosqlite.Connection | None = None
@@ -183,6 +184,22 @@ class SqliteCore:
         reason = self.space.full
         return None if reason is None else StoreFull(reason, self.where, "send")
 
+    def _quick_one(self, statement: str, params: Any) -> Any | None:
+        """A short read of one row on the event loop's own thread, while the disk is fast
+        (the writer commits small groups there then): a dispatcher's look at its queue,
+        where the read connection's thread cost several times the query, in hand-overs of
+        the GIL and wake-ups of the loop. None if not now (a slow disk, or the database
+        busy for a moment: a checkpoint starting the WAL over): read through ``_r``."""
+        if self._quick is None or self._writer is None or not self._writer.inline_now():
+            return None
+        try:
+            # every row read: the statement ends, and its snapshot with it (a snapshot left
+            # open would keep a checkpoint from starting the WAL over)
+            rows = self._quick.execute(statement, params).fetchall()
+        except sqlite3.OperationalError:
+            return None
+        return rows[0] if rows else None
+
     def _store_error(self, err: StoreError) -> None:
         if isinstance(err, StoreFull):
             self.space.enter(err.operation or "a write")
@@ -213,6 +230,11 @@ class SqliteCore:
             self._r = await aiosqlite.connect(self.path, isolation_level=None)
             await self._r.execute("PRAGMA busy_timeout=5000")
             await self._r.execute("PRAGMA query_only=1")
+            # busy_timeout 0: a read that would wait is not made on the loop (_quick_one)
+            self._quick = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+            self._quick.execute("PRAGMA query_only=1")
             self._ckpt = await aiosqlite.connect(self.path, isolation_level=None)
             await self._ckpt.execute("PRAGMA busy_timeout=5000")
         except sqlite3.DatabaseError as e:
@@ -431,6 +453,10 @@ class SqliteCore:
             with contextlib.suppress(Exception):
                 await self._r.close()
             self._r = None
+        if self._quick is not None:
+            with contextlib.suppress(Exception):
+                self._quick.close()
+            self._quick = None
         if self._writer is not None:
             await self._writer.close()
             self._final_commits = self._writer.durable_commits  # pending groups included

@@ -79,20 +79,20 @@ class SqliteMessages(SqliteCore):
 
     async def ready(self, queue: QueueRecord, now_ms: int, limit: int) -> Ready:
         assert self._r is not None
-        try:
-            if queue.fifo:
-                count, first, nxt = await read_one(
-                    self._r, sql.READY_FIFO, {"q": queue.key, "now": now_ms, "n": limit}
-                )
-                return Ready(count, first, nxt)
+        if queue.fifo:
+            statement, params = sql.READY_FIFO, {"q": queue.key, "now": now_ms, "n": limit}
+        else:
             start, end = layout.band(queue.key)
-            count, at_cursor, held, lapsed, held_next, lease_next = await read_one(
-                self._r,
-                sql.READY_LOG,
-                {"q": queue.key, "now": now_ms, "n": limit, "start": start, "end": end},
-            )
+            statement = sql.READY_LOG
+            params = {"q": queue.key, "now": now_ms, "n": limit, "start": start, "end": end}
+        try:
+            row = self._quick_one(statement, params) or await read_one(self._r, statement, params)
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
+        if queue.fifo:
+            count, first, nxt = row
+            return Ready(count, first, nxt)
+        count, at_cursor, held, lapsed, held_next, lease_next = row
         firsts = [t for t in (at_cursor, held, lapsed) if t is not None]
         nexts = [t for t in (held_next, lease_next) if t is not None]
         return Ready(min(count, limit), min(firsts, default=None), min(nexts, default=None))

@@ -308,8 +308,12 @@ class Writer:
         tx.on_loop = True
         return tx
 
+    def inline_now(self) -> bool:
+        """Whether small groups commit on the loop now (the disk has been fast)."""
+        return self._monotonic() >= self._threaded_until
+
     def _inline(self, ops: list[Op]) -> bool:
-        if self._monotonic() < self._threaded_until:
+        if not self.inline_now():
             return False
         total = 0
         for op in ops:

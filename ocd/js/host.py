@@ -36,9 +36,10 @@ from ocd.js import bundle, capnp, handlers, proxy, toolchain
 from ocd.js.d1 import D1Endpoint
 from ocd.js.invoke import Bridge, WorkerdKind
 from ocd.js.kv import KvEndpoint
-from ocd.js.producer import ProducerEndpoint
+from ocd.js.producer import MAX_REQUEST_BYTES, ProducerEndpoint
 from ocd.js.r2 import R2Endpoint
 from ocd.js.reports import ErrorReports, load_maps
+from ocd.js.wire import PrivateServer, routed
 from ocd.js.workerd import Workerd, WorkerdFailed
 from ocd.kv import KvService
 from ocd.producer import Producer
@@ -287,6 +288,7 @@ class WorkerdHost:
         self.workerd: Workerd | None = None
         self._bridge: Bridge | None = None
         self._runners: list[web.AppRunner] = []  # one per private socket
+        self._servers: list[PrivateServer] = []  # the producer socket's
         self._restarting: asyncio.Task[None] | None = None
         self._stopping = False
         self._sessions: dict[str, aiohttp.ClientSession] = {}
@@ -310,9 +312,14 @@ class WorkerdHost:
         """The producer endpoint, then workerd; ``WorkerdFailed`` (with workerd's own
         words) if it exits before it listens."""
         endpoint = ProducerEndpoint(self.producer, self.secret, _bindings(self.config))
-        app = endpoint.app()
-        self.reports.add_routes(app)
-        await self._serve("producer", app)
+        producer = PrivateServer(
+            str(self._sock("producer")),
+            routed({**endpoint.routes(), **self.reports.routes()}),
+            MAX_REQUEST_BYTES,
+        )
+        await producer.start()
+        self._servers.append(producer)
+        self._sock("producer").chmod(FILE_MODE)
         # KV, D1 and R2 on sockets of their own: their paths are keys, any of which may be
         # one of another protocol's routes ("message", "query", ...)
         await self._serve("kv", KvEndpoint(self.kv, self.secret, _kv_bindings(self.config)).app())
@@ -467,6 +474,8 @@ class WorkerdHost:
             await self._bridge.close()
         for session in self._sessions.values():
             await session.close()
+        for server in self._servers:
+            await server.close()
         for runner in self._runners:
             await runner.cleanup()
         shutil.rmtree(self.run_dir, ignore_errors=True)

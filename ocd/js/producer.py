@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from ocd import codec, limits
 from ocd.errors import (
@@ -28,6 +27,7 @@ from ocd.errors import (
     StoreError,
     StoreFull,
 )
+from ocd.js.wire import Answer, Asked, Handler
 from ocd.producer import (
     MAX_BATCH_MESSAGES,
     MESSAGE_METADATA_INVALID,
@@ -56,23 +56,25 @@ class ProducerEndpoint:
         self.secret = f"Bearer {secret}".encode()
         self.bindings = dict(bindings)
 
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[_answer_refusals])
-        app.router.add_post("/message", self.message)
-        app.router.add_post("/batch", self.batch)
-        app.router.add_get("/metrics", self.metrics)
-        return app
+    def routes(self) -> dict[tuple[str, str], Handler]:
+        """The protocol's routes, for ``ocd.js.wire.routed``."""
+        return {
+            ("POST", "/message"): _answering_refusals(self.message),
+            ("POST", "/batch"): _answering_refusals(self.batch),
+            ("GET", "/metrics"): _answering_refusals(self.metrics),
+        }
 
     def _live(self) -> Producer:
         if self.producer is None:  # check-config's trial start of workerd
             raise _refused(503, "ocd is only checking this config", UNAVAILABLE)
         return self.producer
 
-    async def _queue(self, request: web.Request) -> Any:
-        given = request.headers.get("Authorization", "").encode()
+    async def _queue(self, asked: Asked) -> Any:
+        headers = asked.headers
+        given = headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, self.secret):
             raise _refused(403, "not allowed", UNKNOWN_ERROR)
-        key = (request.headers.get("X-Ocd-Worker", ""), request.headers.get("X-Ocd-Binding", ""))
+        key = (headers.get("x-ocd-worker", ""), headers.get("x-ocd-binding", ""))
         target = self.bindings.get(key)
         if target is None:
             raise _refused(403, f"no producer binding {key[1]} of worker {key[0]}", UNKNOWN_ERROR)
@@ -83,18 +85,17 @@ class ProducerEndpoint:
             raise _refused(404, f"queue {queue} does not exist", 10104)
         return q
 
-    async def message(self, request: web.Request) -> web.Response:
-        q = await self._queue(request)
-        fmt = _format(request.headers.get("X-Msg-Fmt"))
-        delay = _delay(request.headers.get("X-Msg-Delay-Secs"))
-        body = await request.read()
-        return await self._send(q, [(body, fmt, delay, None, None)], None, encoded=True)
+    async def message(self, asked: Asked) -> Answer:
+        q = await self._queue(asked)
+        fmt = _format(asked.headers.get("x-msg-fmt"))
+        delay = _delay(asked.headers.get("x-msg-delay-secs"))
+        return await self._send(q, [(asked.body, fmt, delay, None, None)], None)
 
-    async def batch(self, request: web.Request) -> web.Response:
-        q = await self._queue(request)
-        batch_delay = _delay(request.headers.get("X-Msg-Delay-Secs"))
+    async def batch(self, asked: Asked) -> Answer:
+        q = await self._queue(asked)
+        batch_delay = _delay(asked.headers.get("x-msg-delay-secs"))
         try:
-            raw = orjson.loads(await request.read())  # its JSONDecodeError is a ValueError
+            raw = orjson.loads(asked.body)  # its JSONDecodeError is a ValueError
             messages = raw["messages"]
             if not isinstance(messages, list) or not messages:
                 raise ValueError("no messages")
@@ -118,24 +119,26 @@ class ProducerEndpoint:
             if type(fmt) is not str or fmt not in _FORMATS:
                 fmt = _format(fmt)
             items.append((body, fmt, m.get("delaySecs"), None, None))
-        return await self._send(q, items, batch_delay, encoded=True)
+        return await self._send(q, items, batch_delay)
 
-    async def metrics(self, request: web.Request) -> web.Response:
-        q = await self._queue(request)
+    async def metrics(self, asked: Asked) -> Answer:
+        q = await self._queue(asked)
         b = await self._live().store.backlog(q)
-        return web.json_response(
-            {
-                "backlogCount": b.count,
-                "backlogBytes": b.bytes,
-                "oldestMessageTimestamp": b.oldest_ms,
-            }
+        return Answer(
+            200,
+            orjson.dumps(
+                {
+                    "backlogCount": b.count,
+                    "backlogBytes": b.bytes,
+                    "oldestMessageTimestamp": b.oldest_ms,
+                }
+            ),
         )
 
-    async def _send(
-        self, q: Any, items: list[Any], batch_delay: int | None, encoded: bool
-    ) -> web.Response:
+    async def _send(self, q: Any, items: list[Any], batch_delay: int | None) -> Answer:
+        """Store ``items``, their bodies as workerd sent them."""
         try:
-            backlog = await self._live().send(q, items, batch_delay, encoded)
+            backlog = await self._live().send(q, items, batch_delay, encoded=True)
         except QueueSendError as e:
             raise _refused(400, e.cause, e.code) from None
         except TypeError as e:  # a FIFO queue's keys, a content type
@@ -149,14 +152,14 @@ class ProducerEndpoint:
         return sent_reply(backlog)
 
 
-def sent_reply(b: Backlog) -> web.Response:
+def sent_reply(b: Backlog) -> Answer:
     """The reply that makes ``send()`` resolve: every metric present, numbers always."""
     body = (
         '{"metadata":{"metrics":{'
         f'"backlogCount":{b.count:d},"backlogBytes":{b.bytes:d},'
         f'"oldestMessageTimestamp":{b.oldest_ms:d}}}}}}}'
     )
-    return web.Response(body=body.encode(), content_type="application/json")
+    return Answer(200, body.encode())
 
 
 def _format(value: object) -> str:
@@ -193,20 +196,25 @@ def _refused(status: int, cause: str, code: int) -> _Refusal:
     return _Refusal(status, cause, code)
 
 
-@web.middleware
-async def _answer_refusals(request: web.Request, handler: Any) -> web.StreamResponse:
-    """A refusal as workerd reads one: the status, and the cause and code in the headers
-    (its ``send()`` rejects with "<cause> (<code>)"; before compatibility date 2026-03-12
-    with the status text, which carries the cause too)."""
-    try:
-        response: web.StreamResponse = await handler(request)
-        return response
-    except _Refusal as r:
-        cause = " ".join(r.cause.split())[:300]
-        ascii_cause = cause.encode("ascii", "replace").decode()
-        return web.json_response(
-            {"error": cause, "code": r.code},
-            status=r.status,
-            reason=ascii_cause,
-            headers={"CF-Queues-Error-Cause": ascii_cause, "CF-Queues-Error-Code": str(r.code)},
-        )
+def _answering_refusals(handler: Handler) -> Handler:
+    """``handler``, a refusal answered as workerd reads one: the status, and the cause and
+    code in the headers (its ``send()`` rejects with "<cause> (<code>)"; before
+    compatibility date 2026-03-12 with the status text, which carries the cause too)."""
+
+    async def answer(asked: Asked) -> Answer:
+        try:
+            return await handler(asked)
+        except _Refusal as r:
+            cause = " ".join(r.cause.split())[:300]
+            ascii_cause = cause.encode("ascii", "replace").decode()
+            return Answer(
+                r.status,
+                orjson.dumps({"error": cause, "code": r.code}),
+                headers=(
+                    ("CF-Queues-Error-Cause", ascii_cause),
+                    ("CF-Queues-Error-Code", str(r.code)),
+                ),
+                reason=ascii_cause,
+            )
+
+    return answer

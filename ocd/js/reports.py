@@ -20,10 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import web
-
 from ocd.js.capnp import ENTRY_MODULE
 from ocd.js.sourcemap import SourceMap, map_stack
+from ocd.js.wire import Answer, Asked, Handler
 
 log = logging.getLogger(__name__)
 
@@ -66,21 +65,22 @@ class ErrorReports:
         self.maps = dict(maps)
         self._kept: OrderedDict[tuple[str, str], JsError] = OrderedDict()
 
-    def add_routes(self, app: web.Application) -> None:
-        app.router.add_post("/error", self.receive)
+    def routes(self) -> dict[tuple[str, str], Handler]:
+        """The route of the producer socket the generated entry module reports on."""
+        return {("POST", "/error"): self.receive}
 
-    async def receive(self, request: web.Request) -> web.Response:
-        given = request.headers.get("Authorization", "").encode()
-        worker = request.headers.get("X-Ocd-Worker", "")
+    async def receive(self, asked: Asked) -> Answer:
+        given = asked.headers.get("authorization", "").encode()
+        worker = asked.headers.get("x-ocd-worker", "")
         if not hmac.compare_digest(given, self.secret) or worker not in self.maps:
-            return web.Response(status=403, text="not allowed")
+            return Answer(403, b"not allowed", "text/plain")
         try:
-            raw = json.loads(await request.content.read(MAX_REPORT_BYTES))
+            raw = json.loads(asked.body[:MAX_REPORT_BYTES])
             handler = str(raw["handler"])
             name, message = str(raw.get("name", "Error")), str(raw.get("message", ""))
             stack = str(raw.get("stack") or "")
         except (ValueError, KeyError, TypeError):
-            return web.Response(status=400, text="not a report")
+            return Answer(400, b"not a report", "text/plain")
         source_map = self.maps[worker]
         if stack:
             stack = map_stack(stack, {"index.js": source_map} if source_map else {}, _HIDDEN)
@@ -90,7 +90,7 @@ class ErrorReports:
             self._kept[(worker, key)] = error
         while len(self._kept) > KEPT:
             self._kept.popitem(last=False)
-        return web.Response(status=204)
+        return Answer(204, content_type=None)
 
     def _log(self, error: JsError, raw: dict[str, object]) -> None:
         extra: dict[str, object] = {

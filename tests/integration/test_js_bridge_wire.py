@@ -1,6 +1,9 @@
-"""The bridge's HTTP/1.1 client (``ocd/js/wire.py``) against real servers on a unix socket:
-aiohttp's, as workerd's stand-in, and a scripted one for the answers aiohttp never gives (a
-connection dropped before or during an answer, a body ending with the connection)."""
+"""HTTP/1.1 on workerd's private sockets (``ocd/js/wire.py``), over real unix sockets.
+
+The bridge's client against aiohttp's server, as workerd's stand-in, and a scripted one for
+the answers aiohttp never gives (a connection dropped before or during an answer, a body
+ending with the connection). The producer socket's server against aiohttp's client and raw
+bytes: what it cannot read is a 400 or 413, never a hang or a crash."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from ocd.js.wire import BridgeWire, Unreachable
+from ocd.js.wire import Answer, Asked, BridgeWire, PrivateServer, Unreachable, routed
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -210,3 +213,95 @@ async def test_a_cancelled_request_closes_its_connection(tmp_path):
     finally:
         wire.close()
         server.close()
+
+
+# ------------------------------------------------------------------------------- server
+
+
+async def _echo(asked: Asked) -> Answer:
+    n = asked.headers.get("x-n", "")
+    said = f"{asked.method} {asked.path} {len(asked.body)} {n}"
+    return Answer(200, said.encode(), "text/plain")
+
+
+async def _broken(asked: Asked) -> Answer:
+    raise RuntimeError("a bug")
+
+
+@pytest.fixture
+async def server(tmp_path):
+    s = PrivateServer(
+        str(tmp_path / "p.sock"),
+        routed({("POST", "/echo"): _echo, ("GET", "/echo"): _echo, ("POST", "/bug"): _broken}),
+        1000,
+    )
+    await s.start()
+    yield s
+    await s.close()
+
+
+async def _raw(path: str, data: bytes) -> bytes:
+    """``data`` written on a new connection; everything answered until the server closes."""
+    reader, writer = await asyncio.open_unix_connection(path)
+    writer.write(data)
+    try:
+        return await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+
+
+async def test_requests_on_one_kept_connection_are_answered_in_turn(server):
+    import aiohttp
+
+    async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=server.path)) as http:
+        for n in range(3):
+            async with http.post("http://p/echo?x=1", data=b"a" * n, headers={"X-N": str(n)}) as r:
+                assert r.status == 200 and await r.read() == b"POST /echo %d %d" % (n, n)
+        async with http.get("http://p/echo") as r:
+            assert await r.read() == b"GET /echo 0 "
+
+
+async def test_a_chunked_request_and_one_expecting_100_continue_are_read(server):
+    chunked = (
+        b"POST /echo HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\nConnection: close"
+        b"\r\n\r\n3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n"
+    )
+    assert (await _raw(server.path, chunked)).endswith(b"POST /echo 5 ")
+    expecting = (
+        b"POST /echo HTTP/1.1\r\nHost: p\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
+        b"Connection: close\r\n\r\nhi"
+    )
+    got = await _raw(server.path, expecting)
+    assert got.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"POST /echo HTTP/1.1\r\nContent-Length: 1001\r\n\r\n", b"413"),
+        (b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3e9\r\n", b"413"),
+        (b"POST /echo HTTP/1.1\r\nContent-Length: many\r\n\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nContent-Length: -1\r\n\r\n", b"400"),
+        (b"GARBAGE\r\n\r\n", b"400"),
+        (b"POST /echo HTTP/1.1\r\nno colon here\r\n\r\n", b"400"),
+        (b"POST /elsewhere HTTP/1.1\r\nConnection: close\r\n\r\n", b"404"),
+        (b"DELETE /echo HTTP/1.1\r\nConnection: close\r\n\r\n", b"405"),
+        (b"POST /echo HTTP/1.1\r\nX: " + b"y" * 70_000 + b"\r\n\r\n", b"431"),
+    ],
+)
+async def test_what_it_cannot_take_is_answered_and_the_connection_closed(
+    server, request_bytes, status
+):
+    got = await _raw(server.path, request_bytes)
+    assert got.startswith(b"HTTP/1.1 " + status + b" ")
+
+
+async def test_a_handler_that_fails_is_a_500_and_the_server_goes_on(server, caplog):
+    got = await _raw(
+        server.path,
+        b"POST /bug HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+        b"POST /echo HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    assert got.startswith(b"HTTP/1.1 500 ")
+    assert got.endswith(b"POST /echo 0 ")  # the same connection, the next request
+    assert "a request on" in caplog.text

@@ -1,5 +1,5 @@
 """The producer socket workerd's queue bindings send to (``ocd/js/producer.py``), driven over
-real HTTP on 127.0.0.1 with a real SQLite store: a batch lands whole, and a request it
+real HTTP on a unix socket with a real SQLite store: a batch lands whole, and a request it
 cannot read is refused with workerd's status and cause, never a 500."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import json
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
 
-from ocd.js.producer import ProducerEndpoint
+from ocd.js.producer import MAX_REQUEST_BYTES, ProducerEndpoint
+from ocd.js.wire import PrivateServer, routed
 from ocd.producer import MESSAGE_METADATA_INVALID, Producer
 from ocd.store import Claim, DeadLetter, QueueSettings, make_store
 
@@ -26,10 +26,11 @@ async def endpoint(tmp_path):
     store = make_store("sqlite", data_dir=tmp_path)
     await store.open(1_700_000_000_000)
     q = await store.ensure_queue("jobs", "local", QueueSettings(), 1_700_000_000_000)
-    app = ProducerEndpoint(Producer(store), SECRET, {("w", "Q"): ("jobs", "local")}).app()
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    async with aiohttp.ClientSession(str(server.make_url(""))) as http:
+    endpoint = ProducerEndpoint(Producer(store), SECRET, {("w", "Q"): ("jobs", "local")})
+    server = PrivateServer(str(tmp_path / "p.sock"), routed(endpoint.routes()), MAX_REQUEST_BYTES)
+    await server.start()
+    connector = aiohttp.UnixConnector(path=server.path)
+    async with aiohttp.ClientSession("http://producer", connector=connector) as http:
         yield http, store, q
     await server.close()
     await store.close()

@@ -266,6 +266,10 @@ RATIOS = (
     Ratio("pg_to_sqlite_e2e_ratio", "pg_e2e_batch", "e2e_batch"),
     Ratio("pg_to_sqlite_single_ratio", "pg_single_send", "single_send"),
     Ratio("pg_to_sqlite_latency_p50_ratio", "pg_latency_p50", "latency_p50"),
+    # issue 39: a Python worker on ocd against the JS peers of js_e2e (the same load:
+    # sendBatch of 100, batches of 100 acked whole)
+    Ratio("py_e2e_vs_workerd_builtin", "e2e_batch", "js_e2e_workerd_builtin", (">=", 2.0)),
+    Ratio("py_e2e_vs_miniflare", "e2e_batch", "js_e2e_miniflare", (">=", 2.0)),
 )
 
 
@@ -317,6 +321,8 @@ def summary_line(metrics: dict[str, Any], skipped: dict[str, str] | None = None)
         show("js_e2e_vs_miniflare", "js_vs_miniflare", ".2f"),
         show("js_pg_e2e_vs_workerd_builtin", "js_pg_vs_workerd_builtin", ".2f"),
         show("js_single_send_vs_workerd_builtin", "js_single_vs_workerd_builtin", ".1f"),
+        show("py_e2e_vs_workerd_builtin", "py_vs_workerd_builtin", ".2f"),
+        show("py_e2e_vs_miniflare", "py_vs_miniflare", ".2f"),
         "js_latency " + show("js_latency_p50", "p50", ".0f", " ms"),
         show("js_latency_p99", "p99", ".0f", " ms"),
         show("e2e_batch", "e2e_batch", ".0f", " msg/s"),

@@ -320,6 +320,8 @@ def _request_head(head: bytes) -> tuple[str, str, bool, dict[str, str]]:
         headers[name.lower()] = value.strip()
     connection = headers.get("connection", "").lower()
     keep = connection != "close" and (version != "HTTP/1.0" or connection == "keep-alive")
+    if not target.startswith("/"):  # absolute-form (http://host/path): its path
+        target = "/" + target.partition("://")[2].partition("/")[2]
     return method, target.split("?", 1)[0], keep, headers
 
 

@@ -259,6 +259,8 @@ async def test_requests_on_one_kept_connection_are_answered_in_turn(server):
                 assert r.status == 200 and await r.read() == b"POST /echo %d %d" % (n, n)
         async with http.get("http://p/echo") as r:
             assert await r.read() == b"GET /echo 0 "
+    absolute = b"GET http://producer/echo?x HTTP/1.1\r\nConnection: close\r\n\r\n"
+    assert (await _raw(server.path, absolute)).endswith(b"GET /echo 0 ")
 
 
 async def test_a_chunked_request_and_one_expecting_100_continue_are_read(server):

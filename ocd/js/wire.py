@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import http
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -303,21 +304,23 @@ class PrivateServer:
         return await reader.readexactly(length) if length else b""
 
 
+# A header line: a token, a colon, the value without the white space around it.
+_HEADER = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*\r\n")
+
+
 def _request_head(head: bytes) -> tuple[str, str, bool, dict[str, str]]:
-    """(method, path, keep the connection, headers) of a request head."""
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
+    """(method, path, keep the connection, headers) of a request head (it ends with an
+    empty line)."""
+    text = head.decode("latin-1")
+    request_line, _, rest = text.partition("\r\n")
+    parts = request_line.split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise ValueError(f"not an HTTP/1.1 request line: {lines[0][:80]!r}")
+        raise ValueError(f"not an HTTP/1.1 request line: {request_line[:80]!r}")
     method, target, version = parts
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise ValueError(f"not a header: {line[:80]!r}")
-        headers[name.lower()] = value.strip()
+    found = _HEADER.findall(rest)
+    if len(found) != rest.count("\r\n") - 1:  # a line that is not a header
+        raise ValueError("a request header that cannot be read")
+    headers = {name.lower(): value for name, value in found}
     connection = headers.get("connection", "").lower()
     keep = connection != "close" and (version != "HTTP/1.0" or connection == "keep-alive")
     if not target.startswith("/"):  # absolute-form (http://host/path): its path

@@ -313,3 +313,30 @@ async def test_a_look_at_a_queue_answers_the_same_on_the_loop_and_after_a_slow_d
         )
     finally:
         await store.close()
+
+
+async def test_single_sends_sharing_a_commit_keep_their_order_around_a_delayed_one(tmp_path):
+    """Sends to one queue in one group commit are inserted together; a delayed send among
+    them is held, and the others come out in the order they were sent."""
+    from ocd.store import Claim, DeadLetter
+
+    store = SqliteStore(tmp_path / "data")
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        other = await store.ensure_queue("other", "local", None, T0)
+        sends = [(q, NewMessage(f"a{i}", "json", b"{}", T0, T0)) for i in range(5)]
+        sends += [(q, NewMessage("later", "json", b"{}", T0, T0 + 60_000))]
+        sends += [(other, NewMessage("elsewhere", "json", b"{}", T0, T0))]
+        sends += [(q, NewMessage(f"b{i}", "json", b"{}", T0 + 1, T0 + 1)) for i in range(3)]
+        await asyncio.gather(*(store.enqueue(queue, [m]) for queue, m in sends))
+        assert store._writer is not None and store._writer.commits < len(sends)  # grouped
+        got = await store.claim(q, Claim(100, T0 + 10, T0 + 30_000, 5, DeadLetter(None)))
+        assert [d.id for d in got.deliveries] == [f"a{i}" for i in range(5)] + [
+            f"b{i}" for i in range(3)
+        ]
+        assert (await store.backlog(q)).count == 9
+        got = await store.claim(other, Claim(100, T0 + 10, T0 + 30_000, 5, DeadLetter(None)))
+        assert [d.id for d in got.deliveries] == ["elsewhere"]
+    finally:
+        await store.close()

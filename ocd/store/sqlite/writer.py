@@ -44,7 +44,7 @@ from ocd.errors import OcdError, StoreError, StoreFull
 from ocd.store.sqlite import sql
 from ocd.store.sqlite.asleep import Asleep
 from ocd.store.sqlite.errors import translate
-from ocd.store.sqlite.layout import Enqueue, insert
+from ocd.store.sqlite.layout import Enqueue, insert, send_rows
 from ocd.store.sqlite.mark import MarkFile
 from ocd.store.sqlite.ops import Delivered, Op, Tx
 
@@ -377,7 +377,7 @@ class Writer:
             enqueues = [op for op in ops if isinstance(op, Enqueue)]
             if enqueues:
                 # All pending sends in as few statements as possible: the point of group commit.
-                insert(tx, [row for e in enqueues for row in e.rows(tx)])
+                insert(tx, send_rows(tx, enqueues))
                 for e in enqueues:
                     e.account(tx)
             for op in ops:

@@ -22,8 +22,9 @@ AUTH = b"Authorization: Bearer s\r\n"
 
 @pytest.fixture
 async def aiohttp_bridge(tmp_path):
-    """An aiohttp server on a unix socket: POST /echo answers the body and the headers seen,
-    with the id of the connection; /chunked answers in chunks; /close closes after."""
+    """An aiohttp server on a unix socket, and a client of it: POST /echo answers the body
+    and the headers seen, with the id of the connection; /chunked answers in chunks; /close
+    closes after."""
     path = str(tmp_path / "bridge.sock")
     seen: list[int] = []
 
@@ -54,42 +55,32 @@ async def aiohttp_bridge(tmp_path):
     runner = web.AppRunner(app)
     await runner.setup()
     await web.UnixSite(runner, path).start()
-    yield path, seen
+    wire = BridgeWire(path)
+    yield wire, seen
+    wire.close()
     await runner.cleanup()
 
 
 async def test_answers_come_back_on_one_kept_connection(aiohttp_bridge):
-    path, seen = aiohttp_bridge
-    wire = BridgeWire(path)
-    try:
-        for size in (0, 10, 200_000):  # a large body is written after its head
-            status, body = await wire.post("/echo", AUTH, b"x" * size)
-            assert status == 200
-            assert body == b'{"len": %d, "auth": "Bearer s"}' % size
-        assert len(seen) == 3 and len(set(seen)) == 1
-    finally:
-        wire.close()
+    wire, seen = aiohttp_bridge
+    for size in (0, 10, 200_000):  # a large body is written after its head
+        status, body = await wire.post("/echo", AUTH, b"x" * size)
+        assert status == 200
+        assert body == b'{"len": %d, "auth": "Bearer s"}' % size
+    assert len(seen) == 3 and len(set(seen)) == 1
 
 
 async def test_a_chunked_answer_is_read_whole(aiohttp_bridge):
-    path, _ = aiohttp_bridge
-    wire = BridgeWire(path)
-    try:
-        assert await wire.post("/chunked", AUTH, b"{}") == (200, b'{"outcome":"ok"}')
-        assert (await wire.post("/echo", AUTH, b"{}"))[0] == 200  # and the connection kept
-    finally:
-        wire.close()
+    wire, _ = aiohttp_bridge
+    assert await wire.post("/chunked", AUTH, b"{}") == (200, b'{"outcome":"ok"}')
+    assert (await wire.post("/echo", AUTH, b"{}"))[0] == 200  # and the connection kept
 
 
 async def test_a_connection_the_server_closes_is_not_used_again(aiohttp_bridge):
-    path, seen = aiohttp_bridge
-    wire = BridgeWire(path)
-    try:
-        assert await wire.post("/close", AUTH, b"") == (503, b"bye")
-        assert (await wire.post("/echo", AUTH, b""))[0] == 200
-        assert len(set(seen)) == 2
-    finally:
-        wire.close()
+    wire, seen = aiohttp_bridge
+    assert await wire.post("/close", AUTH, b"") == (503, b"bye")
+    assert (await wire.post("/echo", AUTH, b""))[0] == 200
+    assert len(set(seen)) == 2
 
 
 async def test_no_bridge_is_unreachable_and_nothing_was_sent(tmp_path):

@@ -209,19 +209,25 @@ def decode_all(
     bad: list[Undecodable] = []
     utc = dt.UTC
     stamp = dt.datetime.fromtimestamp
+    # The messages of one send share their send time: one datetime (immutable) for a run
+    # of them, not one each.
+    sent_ms: int | None = None
+    sent = dt.datetime.min
     for d in deliveries:
         try:
             body = codec.decode(d.body, d.content_type)
         except Exception as e:
             bad.append(Undecodable(d, f"{d.content_type} body: {type(e).__name__}: {e}"[:300]))
             continue
+        if d.sent_ms != sent_ms:
+            sent_ms = d.sent_ms
+            sent = stamp(sent_ms / 1000, utc)
         if fifo:
-            sent = stamp(d.sent_ms / 1000, utc)
             messages.append(
                 Message(d.id, sent, body, d.attempts, marks, d.group, d.sequence, d.dedup)
             )
         else:
-            messages.append(Message(d.id, stamp(d.sent_ms / 1000, utc), body, d.attempts, marks))
+            messages.append(Message(d.id, sent, body, d.attempts, marks))
     return messages, bad
 
 

@@ -100,7 +100,8 @@ class Queue:
     ) -> JsDict:
         items: list[tuple[Any, Any, Any, Any, Any]] = []
         for m in messages:
-            if not isinstance(m, Mapping):
+            # a dict first: the ABC check costs five times the type's
+            if type(m) is not dict and not isinstance(m, Mapping):
                 raise TypeError(
                     "sendBatch() expects message objects like {'body': ...}, got "
                     f"{type(m).__name__}"

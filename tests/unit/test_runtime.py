@@ -2,9 +2,12 @@
 
 import datetime as dt
 import logging
+import types
 
 import pytest
 
+from ocd.pipeline import decode_all
+from ocd.store import Delivery
 from runtime import BatchMarks, Env, Message, MessageBatch, Queue, Response
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -96,6 +99,28 @@ async def test_send_batch_forms():
     await q.send_batch([{"body": 2, "delay_seconds": 1}])
     assert rec.calls[0] == ([(1, None, None, None, None), ("t", "text", 2, None, None)], 9)
     assert rec.calls[1] == ([(2, None, 1, None, None)], None)
+
+
+async def test_send_batch_takes_any_mapping_and_refuses_what_is_not_one():
+    rec = Recorder()
+    q = Queue("jobs", rec)
+    await q.sendBatch([types.MappingProxyType({"body": 1, "contentType": "json"}), {"body": 2}])
+    assert rec.calls[0][0] == [(1, "json", None, None, None), (2, None, None, None, None)]
+    with pytest.raises(TypeError, match="expects message objects"):
+        await q.sendBatch([{"body": 1}, ("body", 2)])
+
+
+def test_each_message_of_a_batch_has_its_own_send_time():
+    sent = [1_767_225_600_000, 1_767_225_600_000, 1_767_225_601_500, 1_767_225_600_000]
+    deliveries = [Delivery(i, f"m{i}", "json", b"{}", ms, 1, 7) for i, ms in enumerate(sent)] + [
+        Delivery(9, "bad", "json", b"{", sent[2], 1, 7)
+    ]
+    messages, bad = decode_all(deliveries, BatchMarks(), False)
+    assert [m.timestamp for m in messages] == [
+        dt.datetime.fromtimestamp(ms / 1000, dt.UTC) for ms in sent
+    ]
+    assert messages[2].timestamp == dt.datetime(2026, 1, 1, 0, 0, 1, 500_000, tzinfo=dt.UTC)
+    assert [u.delivery.id for u in bad] == ["bad"]
 
 
 async def test_send_batch_rejects_empty_and_bodyless():

@@ -24,7 +24,7 @@ from typing import Any
 from ocd.errors import QueueNotFound
 from ocd.store import rules
 from ocd.store.sqlite import layout, sql
-from ocd.store.sqlite.ops import IN_CHUNK, Tx, chunks, fetch_all, fetch_one, marks
+from ocd.store.sqlite.ops import IN_CHUNK, Run, Tx, chunks, fetch_all, fetch_one, marks
 from ocd.store.values import DEDUP_WINDOW_MS, FifoSent, NewMessage, QueueRecord, Retry
 
 # The messages of one lease behind a retried one lie within this many of its group (a batch
@@ -244,6 +244,7 @@ def claim(
     picked: list[int] = []
     leased: dict[int, tuple[int, int]] = {}
     runs_taken: list[tuple[str, int, int]] = []
+    run_of: dict[str, Run] = {}  # the same, for the writer's facts (``Delivered``)
     taken: list[str] = []
     stale: list[str] = []
     pos = 0
@@ -274,6 +275,7 @@ def claim(
                 run = run[: limit - len(picked)]
                 picked += [seq for seq, _ in run]
                 runs_taken.append((g, run[0][1], run[-1][1]))
+                run_of[g] = Run(run[0][1], run[-1][1], len(run), max(seq for seq, _ in run))
                 taken.append(g)
     if stale:
         refresh(tx, queue.key, stale)
@@ -292,7 +294,7 @@ def claim(
         attempts, first = leased[seq]
         rows.append((seq, mid, ct, body, sent, attempts, grp, fseq, dedup, attrs, first))
         if grp is not None:
-            learnt[seq] = (grp, fseq, size)
+            learnt[seq] = (grp, fseq, size, run_of[grp])
     for i in range(0, len(taken), IN_CHUNK):
         part = taken[i : i + IN_CHUNK]
         conn.execute(sql.set_groups(len(part)), (queue.key, until_ms, *part))
@@ -442,25 +444,41 @@ def _delete_delivered(
     lease lapsed and its group compacted) deletes nothing, as a lookup of it would."""
     known = tx.delivered.of
     left: list[int] = []
-    facts: list[tuple[int, str, int, int]] = []
+    facts: list[tuple[int, str, int, int, Run]] = []
+    acked: dict[tuple[str, Run], int] = {}  # a claim's run of a group: how many of it acked
     for seq in dict.fromkeys(seqs):
         fact = known.pop(seq, None)
         if fact is None:
             left.append(seq)
         else:
             facts.append((seq, *fact))
+            acked[fact[0], fact[3]] = acked.get((fact[0], fact[3]), 0) + 1
     if not facts:
         return left, 0, 0
+    # A run acked whole goes in one range: the rows of its group between its first and last
+    # sequence numbers were its own when claimed, no other can come between (sequence
+    # numbers only grow) and one compacted since has a seq past its top, so finding all n
+    # of them there is finding these. Any other message goes one order row at a time.
+    whole = {(g, run) for (g, run), n in acked.items() if n == run.n}
     conn = tx.conn
     conn.execute("SAVEPOINT delivered")
-    cur = conn.executemany(sql.DELETE_ORDER_OF, ((key, g, f, seq) for seq, g, f, _ in facts))
-    if cur.rowcount != len(facts):  # some were gone already: which, their rows say
+    deleted = 0
+    if whole:
+        deleted += conn.executemany(
+            sql.DELETE_ORDER_RUN, ((key, g, run.lo, run.hi, run.top) for g, run in whole)
+        ).rowcount
+    if len(whole) < len(acked):
+        deleted += conn.executemany(
+            sql.DELETE_ORDER_OF,
+            ((key, g, f, seq) for seq, g, f, _, run in facts if (g, run) not in whole),
+        ).rowcount
+    if deleted != len(facts):  # some were gone already: which, their rows say
         conn.execute("ROLLBACK TO delivered")
         conn.execute("RELEASE delivered")
-        return left + [seq for seq, _, _, _ in facts], 0, 0
+        return left + [fact[0] for fact in facts], 0, 0
     conn.execute("RELEASE delivered")
-    groups.update(g for _, g, _, _ in facts)
-    return left, len(facts), sum(size for _, _, _, size in facts)
+    groups.update(fact[1] for fact in facts)
+    return left, len(facts), sum(fact[3] for fact in facts)
 
 
 def forget(tx: Tx, queue: QueueRecord, seqs: Sequence[int]) -> set[str]:

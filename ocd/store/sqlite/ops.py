@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import aiosqlite
 
@@ -26,13 +26,25 @@ sqlite3.register_adapter(type(None), cast(Callable[[None], None], {}.get))  # No
 sqlite3.register_adapter(bool, int)
 
 
+class Run(NamedTuple):
+    """One group's run of a FIFO claim: its first and last sequence numbers, how many
+    messages it took, and the highest of their seqs."""
+
+    lo: int
+    hi: int
+    n: int
+    top: int
+
+
 class Delivered:
-    """What the writer read of the FIFO messages it leased: seq -> (group, fseq, size).
+    """What the writer read of the FIFO messages it leased: seq -> (group, fseq, size, the
+    run of its group the claim took).
 
     A message row is never updated and a seq is never given twice (a queue that gets a
     deleted queue's key keeps its cursor row), so these stay true for as long as the seq
     names a message: an ack finds the message's order row with them instead of reading its
-    row, which lies on a page of its own when groups interleave. Learnt only from
+    row, which lies on a page of its own when groups interleave, and a run acked whole
+    goes in one range of the group's order rows. Learnt only from
     transactions that committed (a rolled-back send gives its seqs again), dropped when
     acked, bounded (all forgotten past ``MOST``), empty after a restart, where an ack reads
     the rows as before."""
@@ -40,9 +52,9 @@ class Delivered:
     MOST = 50_000
 
     def __init__(self) -> None:
-        self.of: dict[int, tuple[str, int, int]] = {}
+        self.of: dict[int, tuple[str, int, int, Run]] = {}
 
-    def learn(self, facts: dict[int, tuple[str, int, int]]) -> None:
+    def learn(self, facts: dict[int, tuple[str, int, int, Run]]) -> None:
         if len(self.of) + len(facts) > self.MOST:
             self.of.clear()
         self.of.update(facts)
@@ -54,7 +66,7 @@ class Tx:
     def __init__(self, conn: sqlite3.Connection, delivered: Delivered | None = None) -> None:
         self.conn = conn
         self.delivered = Delivered() if delivered is None else delivered
-        self.learnt: dict[int, tuple[str, int, int]] = {}  # for ``delivered``, once committed
+        self.learnt: dict[int, tuple[str, int, int, Run]] = {}  # ``delivered``'s, once committed
         self.delta: dict[int, list[int]] = {}  # queue key -> [count, bytes]
         self.oldest_dirty: set[int] = set()
         self.oldest_new: dict[int, int] = {}

@@ -134,6 +134,11 @@ DELETE_RUN = "DELETE FROM messages WHERE seq >= ?2 AND seq <= ?3 AND +queue = ?1
 DELETE_ORDER = "DELETE FROM fifo_order WHERE queue = ? AND grp = ? AND fseq = ?"
 # ... if it still names that message (an ack from what the writer knows, fifo.delete)
 DELETE_ORDER_OF = "DELETE FROM fifo_order WHERE queue = ? AND grp = ? AND fseq = ? AND seq = ?"
+# A claim's run of one group, acked whole: its order rows between its first and last
+# sequence numbers whose seqs are no later than its highest (fifo.py, ``_delete_delivered``).
+DELETE_ORDER_RUN = """
+DELETE FROM fifo_order WHERE queue = ? AND grp = ? AND fseq BETWEEN ? AND ? AND seq <= ?
+"""
 
 # Handing back unfinished work (at shutdown, of one kind: ?2, or any) does not spend an
 # attempt.

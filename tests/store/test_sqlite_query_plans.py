@@ -132,6 +132,7 @@ FIFO = {
     "RELEASE_ORDER": (sql.RELEASE_ORDER, (5, 1, 1, "g", 2)),
     "DELETE_ORDER": (sql.DELETE_ORDER, (1, "g", 2)),
     "DELETE_ORDER_OF": (sql.DELETE_ORDER_OF, (1, "g", 2, Q1)),
+    "DELETE_ORDER_RUN": (sql.DELETE_ORDER_RUN, (1, "g", 2, 9, Q1)),
     "dedup_put_new": (sql.dedup_put_new(2), (1, "", "a", 9, "m", 1, 1, "", "b", 9, "n", 2, 5)),
     "CLAIM_RUN": (sql.CLAIM_RUN, (9, 1, 1, 5, 1, "g", 1, 9)),
     "CLAIMED_ROWS": (sql.CLAIMED_ROWS, (SEQS,)),

@@ -243,9 +243,7 @@ def claim(
     groups = [g for (g,) in fetch_all(conn, sql.READY_GROUPS, (queue.key, now_ms, limit))]
     picked: list[int] = []
     leased: dict[int, tuple[int, int]] = {}
-    runs_taken: list[tuple[str, int, int]] = []
-    run_of: dict[str, Run] = {}  # the same, for the writer's facts (``Delivered``)
-    taken: list[str] = []
+    taken: dict[str, Run] = {}  # each group's run, in the order taken
     stale: list[str] = []
     pos = 0
     while pos < len(groups) and len(picked) < limit:
@@ -274,9 +272,7 @@ def claim(
             elif len(picked) < limit:
                 run = run[: limit - len(picked)]
                 picked += [seq for seq, _ in run]
-                runs_taken.append((g, run[0][1], run[-1][1]))
-                run_of[g] = Run(run[0][1], run[-1][1], len(run), max(seq for seq, _ in run))
-                taken.append(g)
+                taken[g] = Run(run[0][1], run[-1][1], len(run), max(seq for seq, _ in run))
     if stale:
         refresh(tx, queue.key, stale)
     if not picked:
@@ -284,7 +280,7 @@ def claim(
     # one statement run once a group: a list of keys would let the planner walk the queue
     conn.executemany(
         sql.CLAIM_RUN,
-        ((until_ms, lease, kind, now_ms, queue.key, g, lo, hi) for g, lo, hi in runs_taken),
+        ((until_ms, lease, kind, now_ms, queue.key, g, r.lo, r.hi) for g, r in taken.items()),
     )
     rows: list[tuple[Any, ...]] = []
     learnt = tx.learnt
@@ -294,9 +290,10 @@ def claim(
         attempts, first = leased[seq]
         rows.append((seq, mid, ct, body, sent, attempts, grp, fseq, dedup, attrs, first))
         if grp is not None:
-            learnt[seq] = (grp, fseq, size, run_of[grp])
-    for i in range(0, len(taken), IN_CHUNK):
-        part = taken[i : i + IN_CHUNK]
+            learnt[seq] = (grp, fseq, size, taken[grp])
+    names = list(taken)
+    for i in range(0, len(names), IN_CHUNK):
+        part = names[i : i + IN_CHUNK]
         conn.execute(sql.set_groups(len(part)), (queue.key, until_ms, *part))
     order = {seq: i for i, seq in enumerate(picked)}
     rows.sort(key=lambda r: order[r[0]])

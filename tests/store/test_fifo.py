@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from ocd.store import (
     DEDUP_WINDOW_MS,
     BrowseQuery,
@@ -332,3 +334,47 @@ async def test_the_oldest_message_counts_one_sent_earlier_behind_one_moved_in(st
     [b] = [d for d in got if names([d]) == ["b-0"]]
     await store.settle(q, [b.seq], [], [], NO_DLQ, T0 + 300)  # the store looks again
     assert (await store.backlog(q)).oldest_ms == T0 + 50
+
+
+@pytest.mark.parametrize("kind", ["plain", "late", "attributes", "delayed"])
+async def test_any_send_keeps_group_order_sequence_numbers_and_deduplication(store, kind):
+    """Sends whose messages are all visible at once, in send order and without attributes
+    (nearly all) are written the short way; a send with one message sent by a clock that
+    read less, carrying attributes or waiting is written the long way.
+    Both give the same sequence numbers, group order, backlog and deduplication."""
+    q = await fifo_queue(store)
+    await store.enqueue(q, [fmsg("a", 0, at=T0 + 10)])
+    batch = [fmsg("a", 1, at=T0 + 10), fmsg("b", 0, at=T0 + 10), fmsg("a", 2, at=T0 + 11)]
+    odd = fmsg("b", 1, at=T0 + 12)
+    if kind == "late":
+        odd = odd._replace(sent_ms=T0 + 5, visible_ms=T0 + 5)
+    elif kind == "attributes":
+        odd = odd._replace(attrs=b'{"k": "v"}')
+    elif kind == "delayed":
+        odd = odd._replace(visible_ms=T0 + 500)
+    _, sent = await store.enqueue_fifo(q, [*batch, odd])
+    seqs = [s.sequence for s in sent]
+    assert seqs == list(range(seqs[0], seqs[0] + 4)) and not any(s.duplicate for s in sent)
+    # the same ids again, within the window: the first send's messages, nothing stored
+    _, again = await store.enqueue_fifo(q, [*batch, odd])
+    assert [(s.id, s.sequence, s.duplicate) for s in again] == [
+        (s.id, s.sequence, True) for s in sent
+    ]
+    b = await store.backlog(q)
+    assert (b.count, b.oldest_ms) == (5, T0 + 5 if kind == "late" else T0 + 10)
+    now = T0 + 1000
+    got = []
+    while True:
+        d = (await store.claim(q, Claim(10, now, now + LEASE, 4, NO_DLQ))).deliveries
+        if not d:
+            break
+        got += d
+        await store.settle(q, [x.seq for x in d], [], [], NO_DLQ, now)
+    by_group: dict[str, list[str]] = {}
+    for d in got:
+        by_group.setdefault(d.group, []).append(names([d])[0])
+    assert by_group == {"a": ["a-0", "a-1", "a-2"], "b": ["b-0", "b-1"]}
+    assert len(got) == 5
+    assert {d.id: d.sequence for d in got if d.id in {s.id for s in sent}} == {
+        s.id: s.sequence for s in sent
+    }

@@ -75,14 +75,81 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     # of their sequence numbers, as the cut needs; late if sent before the floor (layout.py).
     # The fresh messages' sequence numbers are the last ones given, in send order.
     base, floor = layout.take_sent(tx, key, len(fresh), max(m.sent_ms for m, _ in fresh))
-    fseq = last - len(fresh)
+    first = last - len(fresh) + 1
+    if not stored:
+        ids: list[Any] = []
+        for fseq, (m, (scope, dedup)) in enumerate(fresh, first):
+            ids += (key, scope, dedup, m.sent_ms + DEDUP_WINDOW_MS, m.id, fseq)
+        _insert(conn, sql.dedup_put, ids, 6)
+    if _in_order(fresh, floor):
+        heads, size = _insert_in_order(conn, key, base, first, fresh)
+    else:
+        heads, size = _insert_rows(conn, key, base, first, floor, fresh)
+    conn.execute(sql.FIFO_SET_SEQ, (last, key))
+    added: list[Any] = []
+    for g, (visible_ms, seq) in heads.items():
+        added += (key, g, visible_ms, seq)
+    _insert(conn, sql.add_groups, added, 4)
+    tx.added(key, len(fresh), size, min(m.sent_ms for m, _ in fresh))
+    return out
+
+
+def _in_order(fresh: Sequence[tuple[NewMessage, Any]], floor: int) -> bool:
+    """Whether every message has a group, is visible at its send, was sent no earlier than
+    the one before it (and than ``floor``: none is late) and has no attributes: nearly
+    every send, whose rows ``_insert_in_order`` writes with the fewest bindings."""
+    for m, _ in fresh:
+        sent = m.sent_ms
+        if sent < floor or m.visible_ms != sent or m.group is None or m.attrs is not None:
+            return False
+        floor = sent
+    return True
+
+
+def _insert_in_order(
+    conn: sqlite3.Connection,
+    key: int,
+    base: int,
+    first: int,
+    fresh: Sequence[tuple[NewMessage, Any]],
+) -> tuple[dict[str, tuple[int, int]], int]:
+    """The rows and order rows of messages ``_in_order``, under seqs from ``base`` and
+    sequence numbers from ``first``: each group's first (visibility, seq), and their size."""
+    heads: dict[str, tuple[int, int]] = {}
+    size = 0
+    for i in range(0, len(fresh), SEND_ROWS):
+        part = fresh[i : i + SEND_ROWS]
+        rows: list[Any] = [key, base + i, first + i]
+        order: list[Any] = [key, base + i, first + i]
+        for seq, (m, _) in enumerate(part, base + i):
+            body = m.body
+            group = m.group
+            sent_ms = m.sent_ms
+            rows += (m.id, m.content_type, body, sent_ms, group, m.dedup)
+            order += (group, sent_ms)
+            if group not in heads:
+                heads[group] = (sent_ms, seq)  # type: ignore[index]
+            size += len(body)
+        conn.execute(sql.insert_fifo_in_order(len(part)), rows)
+        conn.execute(sql.insert_order_in_order(len(part)), order)
+    return heads, size
+
+
+def _insert_rows(
+    conn: sqlite3.Connection,
+    key: int,
+    base: int,
+    first: int,
+    floor: int,
+    fresh: Sequence[tuple[NewMessage, Any]],
+) -> tuple[dict[str, tuple[int, int]], int]:
+    """``_insert_in_order`` for any messages: every value bound, each row late if it was
+    sent before ``floor`` or a row before it (layout.py)."""
     rows: list[Any] = []  # each statement's parameters, flat
-    ids: list[Any] = []
     order: list[Any] = []
     heads: dict[str, tuple[int, int]] = {}
     size = 0
-    for seq, (m, (scope, dedup)) in enumerate(fresh, base):
-        fseq += 1
+    for fseq, (seq, (m, _)) in enumerate(enumerate(fresh, base), first):
         sent_ms = m.sent_ms
         late = 1  # an int, not a bool: ops.py
         if sent_ms >= floor:
@@ -92,23 +159,14 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
         group = m.group
         rows += (seq, key, m.id, m.content_type, body, len(body), sent_ms, m.visible_ms,
                  group, m.dedup, fseq, m.attrs, late)  # fmt: skip
-        if not stored:
-            ids += (key, scope, dedup, sent_ms + DEDUP_WINDOW_MS, m.id, fseq)
         if group is not None:
             order += (key, group, fseq, seq, m.visible_ms)
             if group not in heads:
                 heads[group] = (m.visible_ms, seq)
         size += len(body)
     _insert(conn, sql.insert_fifo, rows, 13)
-    _insert(conn, sql.dedup_put, ids, 6)
     _insert(conn, sql.insert_order, order, 5)
-    conn.execute(sql.FIFO_SET_SEQ, (last, key))
-    added: list[Any] = []
-    for g, (visible_ms, seq) in heads.items():
-        added += (key, g, visible_ms, seq)
-    _insert(conn, sql.add_groups, added, 4)
-    tx.added(key, len(fresh), size, min(m.sent_ms for m, _ in fresh))
-    return out
+    return heads, size
 
 
 def _put_new_ids(
@@ -122,11 +180,14 @@ def _put_new_ids(
     """Store the deduplication ids of a send in which none repeats, each message under the
     next sequence number, unless one is still in its window: whether they were (if not,
     nothing was: the caller looks them up first)."""
-    ids: list[Any] = []
-    for fseq, ((scope, dedup), m) in enumerate(zip(keys, messages, strict=True), last + 1):
-        ids += (key, scope, dedup, m.sent_ms + DEDUP_WINDOW_MS, m.id, fseq)
+    put = 0
     conn.execute("SAVEPOINT ids")
-    put = _insert(conn, sql.dedup_put_new, ids, 6, now)
+    for i in range(0, len(keys), SEND_ROWS):
+        part = keys[i : i + SEND_ROWS]
+        params: list[Any] = [key, last + 1 + i, now]
+        for (scope, dedup), m in zip(part, messages[i : i + SEND_ROWS], strict=True):
+            params += (scope, dedup, m.sent_ms, m.id)
+        put += conn.execute(sql.dedup_put_new_in_order(len(part)), params).rowcount
     if put != len(keys):
         conn.execute("ROLLBACK TO ids")
     conn.execute("RELEASE ids")

@@ -3,6 +3,7 @@
 import functools
 
 from ocd.store import migrations
+from ocd.store.values import DEDUP_WINDOW_MS
 
 APPLICATION_ID = 0x6F636421  # "ocd!": tells an ocd database from any other SQLite file
 
@@ -256,6 +257,25 @@ def dedup_put_new(rows: int) -> str:
     )
 
 
+@functools.cache
+def dedup_put_new_in_order(rows: int) -> str:
+    """``dedup_put_new`` of ids stored under consecutive sequence numbers: ``?1`` the queue,
+    ``?2`` the first sequence number, ``?3`` now, then four parameters an id (scope, id, the
+    message's send time, its message id); its window and sequence number follow from them."""
+    values = ",".join(
+        f"(?1, ?{p}, ?{p + 1}, ?{p + 2} + {DEDUP_WINDOW_MS}, ?{p + 3}, ?2 + {k})"
+        for k, p in ((k, 4 + 4 * k) for k in range(rows))
+    )
+    return (
+        "INSERT "
+        + _DEDUP_ROWS
+        + values
+        + " ON CONFLICT (queue, scope, dedup) DO UPDATE SET expires_ms = excluded.expires_ms, "
+        "message_id = excluded.message_id, fseq = excluded.fseq "
+        "WHERE fifo_dedup.expires_ms <= ?3"
+    )
+
+
 DEDUP_PRUNE = """
 DELETE FROM fifo_dedup WHERE (queue, scope, dedup) IN (
   SELECT queue, scope, dedup FROM fifo_dedup WHERE expires_ms <= ? LIMIT ?)
@@ -278,6 +298,31 @@ def insert_fifo(rows: int) -> str:
 def insert_order(rows: int) -> str:
     """The fifo_order rows of new messages: queue, group, fseq, seq, visible_ms each."""
     values = ",".join(["(?, ?, ?, ?, ?, 0)"] * rows)
+    return f"INSERT INTO fifo_order (queue, grp, fseq, seq, visible_ms, attempts) VALUES {values}"
+
+
+@functools.cache
+def insert_fifo_in_order(rows: int) -> str:
+    """The rows of FIFO messages visible at their send, in order and without attributes,
+    under consecutive seqs and sequence numbers: ``?1`` the queue, ``?2`` the first seq,
+    ``?3`` the first sequence number, then six parameters a message (id, content type, body,
+    send time, group, deduplication id). Size, visibility and lateness follow from them."""
+    values = ",".join(
+        f"(?2 + {k}, ?1, ?{p}, ?{p + 1}, ?{p + 2}, length(?{p + 2}), ?{p + 3}, ?{p + 3}, "
+        f"?{p + 4}, ?{p + 5}, ?3 + {k}, NULL, 0)"
+        for k, p in ((k, 4 + 6 * k) for k in range(rows))
+    )
+    return _INSERT_FIFO + values
+
+
+@functools.cache
+def insert_order_in_order(rows: int) -> str:
+    """``insert_order`` of those messages: ``?1`` the queue, ``?2`` the first seq, ``?3`` the
+    first sequence number, then two parameters a message (group, send time)."""
+    values = ",".join(
+        f"(?1, ?{p}, ?3 + {k}, ?2 + {k}, ?{p + 1}, 0)"
+        for k, p in ((k, 4 + 2 * k) for k in range(rows))
+    )
     return f"INSERT INTO fifo_order (queue, grp, fseq, seq, visible_ms, attempts) VALUES {values}"
 
 

@@ -134,6 +134,13 @@ FIFO = {
     "DELETE_ORDER_OF": (sql.DELETE_ORDER_OF, (1, "g", 2, Q1)),
     "DELETE_ORDER_RUN": (sql.DELETE_ORDER_RUN, (1, "g", 2, 9, Q1)),
     "dedup_put_new": (sql.dedup_put_new(2), (1, "", "a", 9, "m", 1, 1, "", "b", 9, "n", 2, 5)),
+    "dedup_put_new_in_order": (
+        sql.dedup_put_new_in_order(2),
+        (1, 1, 5, "", "a", 9, "m", "", "b", 9, "n"),
+    ),
+    "DEDUP_FIND": (sql.dedup_find(2), ("", "a", "", "b", 1, 5)),
+    "DEDUP_PRUNE": (sql.DEDUP_PRUNE, (5, 100)),
+    "DEDUP_CLEAR": (sql.DEDUP_CLEAR, (1,)),
     "CLAIM_RUN": (sql.CLAIM_RUN, (9, 1, 1, 5, 1, "g", 1, 9)),
     "CLAIMED_ROWS": (sql.CLAIMED_ROWS, (SEQS,)),
     "FIFO_INFO": (sql.FIFO_INFO.format(marks="?,?"), (1, Q1, Q1 + 1)),
@@ -150,7 +157,6 @@ FIFO = {
     "EXPIRED_FIFO": (sql.EXPIRED_FIFO, (1, 5, 10)),
     "OLDEST_FIFO": (sql.OLDEST_FIFO, (1,)),
     "PRESENT_SEQS": (sql.PRESENT_SEQS, {"seqs": SEQS, "q": 1}),
-    "DEDUP_FIND": (sql.dedup_find(2), ("", "a", "", "b", 1, 5)),
 }
 
 
@@ -159,7 +165,8 @@ def test_fifo_statement_reads_groups_by_their_own_indexes(con, name):
     query, params = FIFO[name]
     details = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + query, params)]
     for d in details:
-        assert not d.startswith(("SCAN messages", "SCAN m ", "SCAN fifo_order", "SCAN o ")), (
+        scans = ("SCAN messages", "SCAN m ", "SCAN fifo_order", "SCAN o ", "SCAN fifo_dedup")
+        assert not d.startswith(scans), (
             name,
             details,
         )

@@ -277,8 +277,7 @@ def dedup_put_new_in_order(rows: int) -> str:
 
 
 DEDUP_PRUNE = """
-DELETE FROM fifo_dedup WHERE (queue, scope, dedup) IN (
-  SELECT queue, scope, dedup FROM fifo_dedup WHERE expires_ms <= ? LIMIT ?)
+DELETE FROM fifo_dedup WHERE id IN (SELECT id FROM fifo_dedup WHERE expires_ms <= ? LIMIT ?)
 """
 DEDUP_CLEAR = "DELETE FROM fifo_dedup WHERE queue = ?"
 

@@ -347,14 +347,16 @@ SELECT grp FROM fifo_groups WHERE queue = ? AND ready_ms <= ? ORDER BY ready_ms 
 def group_runs(groups: int) -> str:
     """The first messages of ``groups`` groups in one statement: per group (numbered in the
     statement, so the rows say whose they are) a range of fifo_order from its head, at most
-    ``?2`` of them. Parameters: queue, the most per group, then the groups."""
+    ``?2`` of them. Parameters: queue, the most per group, then the groups. Not ordered as a
+    whole (the caller sorts the rows): an ``ORDER BY`` over the compound made SQLite sort
+    each group's rows in a temporary B-tree of their own, 40 % of the statement's time."""
     one = (
         "SELECT * FROM (SELECT {i}, seq, visible_ms, fseq, attempts, first_received_ms "
         "FROM fifo_order "
         "WHERE queue = ?1 AND grp = ?{g} ORDER BY fseq LIMIT ?2)"
     )
     parts = (one.format(i=i, g=3 + i) for i in range(groups))
-    return " UNION ALL ".join(parts) + " ORDER BY 1, 4"
+    return " UNION ALL ".join(parts)
 
 
 @functools.cache

@@ -141,7 +141,7 @@ FIFO = {
     "DEDUP_FIND": (sql.dedup_find(2), ("", "a", "", "b", 1, 5)),
     "DEDUP_PRUNE": (sql.DEDUP_PRUNE, (5, 100)),
     "DEDUP_CLEAR": (sql.DEDUP_CLEAR, (1,)),
-    "CLAIM_RUN": (sql.CLAIM_RUN, (9, 1, 1, 5, 1, "g", 1, 9)),
+    "claim_runs": (sql.claim_runs(2), (9, 1, 1, 5, 1, "a", 1, 9, "b", 2, 8)),
     "CLAIMED_ROWS": (sql.CLAIMED_ROWS, (SEQS,)),
     "FIFO_INFO": (sql.FIFO_INFO.format(marks="?,?"), (1, Q1, Q1 + 1)),
     "PEEK": (sql.PEEK, {"q": 1, "now": 5, "n": 10}),

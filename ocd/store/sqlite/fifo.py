@@ -342,11 +342,14 @@ def claim(
         refresh(tx, queue.key, stale)
     if not picked:
         return []
-    # one statement run once a group: a list of keys would let the planner walk the queue
-    conn.executemany(
-        sql.CLAIM_RUN,
-        ((until_ms, lease, kind, now_ms, queue.key, g, r.lo, r.hi) for g, r in taken.items()),
-    )
+    # the runs in statements of IN_CHUNK: one a group cost a statement's start each
+    runs = list(taken.items())
+    for i in range(0, len(runs), IN_CHUNK):
+        part = runs[i : i + IN_CHUNK]
+        leasing: list[Any] = [until_ms, lease, kind, now_ms, queue.key]
+        for g, r in part:
+            leasing += (g, r.lo, r.hi)
+        conn.execute(sql.claim_runs(len(part)), leasing)
     rows: list[tuple[Any, ...]] = []
     learnt = tx.learnt
     for seq, mid, ct, body, sent, grp, fseq, dedup, attrs, size in fetch_all(

@@ -390,14 +390,25 @@ GROUP_AFTER = """
 SELECT seq, lease FROM fifo_order WHERE queue = ? AND grp = ? AND fseq > ? ORDER BY fseq LIMIT ?
 """
 
-# A claim leases the order rows of one group's run, [:lo, :hi]; the message rows
-# themselves are only read.
-CLAIM_RUN = """
-UPDATE fifo_order
-SET attempts = attempts + 1, visible_ms = ?1, lease = ?2, lease_kind = ?3,
-    first_received_ms = coalesce(first_received_ms, ?4)
-WHERE queue = ?5 AND grp = ?6 AND fseq BETWEEN ?7 AND ?8
-"""
+
+# A claim leases the order rows of its groups' runs; the message rows themselves are only
+# read.
+@functools.cache
+def claim_runs(runs: int) -> str:
+    """Lease runs of groups' order rows in one statement: ``?1`` when they are visible
+    again, ``?2`` the lease, ``?3`` its kind, ``?4`` now (the first receive of rows never
+    received), ``?5`` the queue, then three parameters a run (group, first and last
+    sequence number). The runs drive the join: each is a range of fifo_order's key."""
+    values = ",".join(f"(?{p}, ?{p + 1}, ?{p + 2})" for p in range(6, 6 + 3 * runs, 3))
+    return (
+        "UPDATE fifo_order SET attempts = attempts + 1, visible_ms = ?1, lease = ?2, "
+        "lease_kind = ?3, first_received_ms = coalesce(first_received_ms, ?4) "
+        f"FROM (VALUES {values}) AS r "
+        "WHERE fifo_order.queue = ?5 AND fifo_order.grp = r.column1 "
+        "AND fifo_order.fseq BETWEEN r.column2 AND r.column3"
+    )
+
+
 CLAIMED_ROWS = """
 SELECT seq, id, content_type, body, sent_ms, grp, fseq, dedup, attrs, size FROM messages
 WHERE seq IN (SELECT value FROM json_each(?))

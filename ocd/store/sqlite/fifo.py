@@ -342,14 +342,16 @@ def claim(
         refresh(tx, queue.key, stale)
     if not picked:
         return []
-    # the runs in statements of IN_CHUNK: one a group cost a statement's start each
-    runs = list(taken.items())
-    for i in range(0, len(runs), IN_CHUNK):
-        part = runs[i : i + IN_CHUNK]
+    # the runs and their groups in statements of IN_CHUNK (one a group cost a statement's
+    # start each): the runs leased, the groups' heads visible when their leases end
+    claimed = list(taken.items())
+    for i in range(0, len(claimed), IN_CHUNK):
+        part = claimed[i : i + IN_CHUNK]
         leasing: list[Any] = [until_ms, lease, kind, now_ms, queue.key]
         for g, r in part:
             leasing += (g, r.lo, r.hi)
         conn.execute(sql.claim_runs(len(part)), leasing)
+        conn.execute(sql.set_groups(len(part)), (queue.key, until_ms, *(g for g, _ in part)))
     rows: list[tuple[Any, ...]] = []
     learnt = tx.learnt
     for seq, mid, ct, body, sent, grp, fseq, dedup, attrs, size in fetch_all(
@@ -359,10 +361,6 @@ def claim(
         rows.append((seq, mid, ct, body, sent, attempts, grp, fseq, dedup, attrs, first))
         if grp is not None:
             learnt[seq] = (grp, fseq, size, taken[grp])
-    names = list(taken)
-    for i in range(0, len(names), IN_CHUNK):
-        part = names[i : i + IN_CHUNK]
-        conn.execute(sql.set_groups(len(part)), (queue.key, until_ms, *part))
     order = {seq: i for i, seq in enumerate(picked)}
     rows.sort(key=lambda r: order[r[0]])
     return rows

@@ -176,6 +176,7 @@ METRICS = (
     Metric("store_us_per_msg", "store", ("standard", "us_per_msg"), "us/msg", ("<=", 7)),
     Metric("store_fifo_us_per_msg", "store", ("fifo", "us_per_msg"), "us/msg"),
     Metric("store_fifo_ratio", "store", ("fifo_ratio",), "", ("<=", 2.5)),
+    Metric("store_fifo_hashed_us_per_msg", "store", ("fifo_hashed", "us_per_msg"), "us/msg"),
     Metric("store_send_us_per_msg", "store", ("standard", "send_us_per_msg"), "us/msg"),
     Metric("store_claim_ack_us_per_msg", "store", ("standard", "claim_ack_us_per_msg"), "us/msg"),
     Metric("pg_store_us_per_msg", "pg_store", ("standard", "us_per_msg"), "us/msg"),

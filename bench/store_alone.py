@@ -9,10 +9,13 @@ Each run sends ``n`` messages in batches of 100 (``enqueue``, one batch at a tim
 awaited as a producer's ``sendBatch`` is), then claims (a PUSH lease of 60 s) and acks
 (``settle``) batches of 100 until a claim comes back empty; once on a standard queue and once
 on a FIFO queue with 1,000 interleaved groups (message i in group i % 1000, its own
-deduplication id), which goes first alternating by run. The messages are built before the
-clock starts. ``us_per_msg`` is this process's CPU (``time.process_time``: the event loop,
-the SQLite writer, asyncpg) over sending, claiming and acking, per message; on PostgreSQL
-``server_us_per_msg`` is the server's (``PgServer.cpu_s``) over the same window.
+deduplication id ``str(i)``, which sorts nearly in send order), which goes first alternating
+by run; on SQLite also on that FIFO queue with the ids content-based deduplication gives
+(``fifo_hashed``: the body's SHA-256, as ``ocd.producer`` makes them), which land anywhere.
+The messages are built before the clock starts. ``us_per_msg`` is this process's CPU
+(``time.process_time``: the event loop, the SQLite writer, asyncpg) over sending, claiming
+and acking, per message; on PostgreSQL ``server_us_per_msg`` is the server's
+(``PgServer.cpu_s``) over the same window.
 
 PostgreSQL's writes a message, standard and FIFO, from ``pg_stat_user_tables`` (every user
 table of the run's database is ocd's) read before and after, with autovacuum off on those
@@ -43,6 +46,7 @@ a few rows, counted, against 100,000 messages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -67,7 +71,7 @@ INDEX_INSERT_RECORDS = ("INSERT_LEAF", "INSERT_POST", "SPLIT_L", "SPLIT_R")
 COUNTERS = ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del", "n_dead_tup")
 
 
-def batches(n: int, fifo: bool) -> list[list[NewMessage]]:
+def batches(n: int, fifo: bool, hashed: bool = False) -> list[list[NewMessage]]:
     now = int(time.time() * 1000)
     out = []
     for start in range(0, n, BATCH):
@@ -75,8 +79,9 @@ def batches(n: int, fifo: bool) -> list[list[NewMessage]]:
         for i in range(start, min(start + BATCH, n)):
             body = json.dumps({"i": i}).encode()
             if fifo:
+                dedup = hashlib.sha256(body).hexdigest() if hashed else str(i)
                 batch.append(
-                    NewMessage(new_message_id(), "json", body, now, now, f"g{i % GROUPS}", str(i))
+                    NewMessage(new_message_id(), "json", body, now, now, f"g{i % GROUPS}", dedup)
                 )
             else:
                 batch.append(NewMessage(new_message_id(), "json", body, now, now))
@@ -121,8 +126,8 @@ def queue_name(fifo: bool) -> str:
     return "bench.fifo" if fifo else "bench"
 
 
-async def sqlite_run(work: Path, n: int, fifo: bool) -> dict[str, float]:
-    sends = batches(n, fifo)
+async def sqlite_run(work: Path, n: int, fifo: bool, hashed: bool = False) -> dict[str, float]:
+    sends = batches(n, fifo, hashed)
     store = make_store("sqlite", data_dir=work / "data", durability="full")
     await store.open(int(time.time() * 1000))
     try:
@@ -278,16 +283,19 @@ async def pg_run(pg: PgServer, dsn: str, n: int, fifo: bool) -> dict[str, float]
 async def store_run(
     bench: Bench, name: str, run: int, n: int, pg: PgServer | None
 ) -> dict[str, Any]:
-    """A standard and a FIFO run (which goes first alternating) and FIFO's CPU over standard's."""
+    """A standard and a FIFO run (which goes first alternating; on SQLite also a FIFO run
+    with content-based deduplication ids) and FIFO's CPU over standard's."""
     out: dict[str, Any] = {"messages": n}
-    order = [("standard", False), ("fifo", True)]
+    order = [("standard", False, False), ("fifo", True, False)]
     if run % 2 == 0:
         order.reverse()
-    for kind, fifo in order:
+    if pg is None:
+        order.insert(run % 3, ("fifo_hashed", True, True))
+    for kind, fifo, hashed in order:
         label = f"{name}-{kind}"
         with bench.workdir(label) as work:
             if pg is None:
-                out[kind] = await sqlite_run(work, n, fifo)
+                out[kind] = await sqlite_run(work, n, fifo, hashed)
             else:
                 with pg.database(label) as dsn:
                     out[kind] = await pg_run(pg, dsn, n, fifo)

@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from ocd.errors import StoreError
 from ocd.store import (
     DEDUP_WINDOW_MS,
     BrowseQuery,
@@ -378,3 +379,14 @@ async def test_any_send_keeps_group_order_sequence_numbers_and_deduplication(sto
     assert {d.id: d.sequence for d in got if d.id in {s.id for s in sent}} == {
         s.id: s.sequence for s in sent
     }
+
+
+async def test_a_message_without_a_group_is_refused_and_nothing_of_its_send_is_stored(store):
+    """The producer never sends one; a store that took it would keep a message that no
+    claim can reach."""
+    q = await fifo_queue(store)
+    with pytest.raises(StoreError):
+        await store.enqueue_fifo(q, [fmsg("a", 0), fmsg("b", 0)._replace(group=None)])
+    assert (await store.backlog(q)).count == 0
+    _, sent = await store.enqueue_fifo(q, [fmsg("a", 0)])  # its id was not kept either
+    assert not sent[0].duplicate

@@ -22,7 +22,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from ocd.errors import QueueNotFound
+from ocd.errors import QueueNotFound, StoreError
 from ocd.store import rules
 from ocd.store.sqlite import layout, sql
 from ocd.store.sqlite.ops import IN_CHUNK, Run, Tx, chunks, fetch_all, fetch_one, marks
@@ -46,6 +46,8 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
     ones), then insert the messages, their order rows and their groups."""
     conn = tx.conn
     key = queue.key
+    if any(m.group is None for m in messages):  # it would be stored and never delivered
+        raise StoreError(f"send failed: a message to the FIFO queue {queue.name} has no group")
     row = fetch_one(conn, sql.FIFO_LAST_SEQ, (key,))
     if row is None:
         raise QueueNotFound(queue.name)

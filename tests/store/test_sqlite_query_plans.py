@@ -133,11 +133,7 @@ FIFO = {
     "DELETE_ORDER": (sql.DELETE_ORDER, (1, "g", 2)),
     "DELETE_ORDER_OF": (sql.DELETE_ORDER_OF, (1, "g", 2, Q1)),
     "DELETE_ORDER_RUN": (sql.DELETE_ORDER_RUN, (1, "g", 2, 9, Q1)),
-    "dedup_put_new": (sql.dedup_put_new(2), (1, "", "a", 9, "m", 1, 1, "", "b", 9, "n", 2, 5)),
-    "dedup_put_new_in_order": (
-        sql.dedup_put_new_in_order(2),
-        (1, 1, 5, "", "a", 9, "m", "", "b", 9, "n"),
-    ),
+    "dedup_put_new": (sql.dedup_put_new(2), (1, 1, 5, "", "a", 9, "m", "", "b", 9, "n")),
     "DEDUP_FIND": (sql.dedup_find(2), ("", "a", "", "b", 1, 5)),
     "DEDUP_PRUNE": (sql.DEDUP_PRUNE, (5, 100)),
     "DEDUP_CLEAR": (sql.DEDUP_CLEAR, (1,)),

@@ -193,7 +193,7 @@ def _put_new_ids(
         params: list[Any] = [key, last + 1 + i, now]
         for (scope, dedup), m in zip(part, messages[i : i + SEND_ROWS], strict=True):
             params += (scope, dedup, m.sent_ms, m.id)
-        put += conn.execute(sql.dedup_put_new_in_order(len(part)), params).rowcount
+        put += conn.execute(sql.dedup_put_new(len(part)), params).rowcount
     if put != len(keys):
         conn.execute("ROLLBACK TO ids")
     conn.execute("RELEASE ids")

@@ -245,23 +245,11 @@ def dedup_put(rows: int) -> str:
 
 @functools.cache
 def dedup_put_new(rows: int) -> str:
-    """``dedup_put`` that takes the place only of ids past their window (the last parameter:
-    now), so that the rows it writes say whether any id was still in its window."""
-    return (
-        "INSERT "
-        + _DEDUP_ROWS
-        + ",".join(["(?, ?, ?, ?, ?, ?)"] * rows)
-        + " ON CONFLICT (queue, scope, dedup) DO UPDATE SET expires_ms = excluded.expires_ms, "
-        "message_id = excluded.message_id, fseq = excluded.fseq "
-        "WHERE fifo_dedup.expires_ms <= ?"
-    )
-
-
-@functools.cache
-def dedup_put_new_in_order(rows: int) -> str:
-    """``dedup_put_new`` of ids stored under consecutive sequence numbers: ``?1`` the queue,
-    ``?2`` the first sequence number, ``?3`` now, then four parameters an id (scope, id, the
-    message's send time, its message id); its window and sequence number follow from them."""
+    """``dedup_put`` that takes the place only of ids past their window, so that the rows it
+    writes say whether any id was still in its window, for ids stored under consecutive
+    sequence numbers: ``?1`` the queue, ``?2`` the first sequence number, ``?3`` now, then
+    four parameters an id (scope, id, the message's send time, its message id); its window
+    and sequence number follow from them."""
     values = ",".join(
         f"(?1, ?{p}, ?{p + 1}, ?{p + 2} + {DEDUP_WINDOW_MS}, ?{p + 3}, ?2 + {k})"
         for k, p in ((k, 4 + 4 * k) for k in range(rows))

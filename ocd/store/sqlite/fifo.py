@@ -101,12 +101,12 @@ def enqueue(tx: Tx, queue: QueueRecord, messages: Sequence[NewMessage]) -> list[
 
 
 def _in_order(fresh: Sequence[tuple[NewMessage, Any]], floor: int) -> bool:
-    """Whether every message has a group, is visible at its send, was sent no earlier than
-    the one before it (and than ``floor``: none is late) and has no attributes: nearly
-    every send, whose rows ``_insert_in_order`` writes with the fewest bindings."""
+    """Whether every message is visible at its send, was sent no earlier than the one
+    before it (and than ``floor``: none is late) and has no attributes: nearly every send,
+    whose rows ``_insert_in_order`` writes with the fewest bindings."""
     for m, _ in fresh:
         sent = m.sent_ms
-        if sent < floor or m.visible_ms != sent or m.group is None or m.attrs is not None:
+        if sent < floor or m.visible_ms != sent or m.attrs is not None:
             return False
         floor = sent
     return True
@@ -165,10 +165,9 @@ def _insert_rows(
         group = m.group
         rows += (seq, key, m.id, m.content_type, body, len(body), sent_ms, m.visible_ms,
                  group, m.dedup, fseq, m.attrs, late)  # fmt: skip
-        if group is not None:
-            order += (key, group, fseq, seq, m.visible_ms)
-            if group not in heads:
-                heads[group] = (m.visible_ms, seq)
+        order += (key, group, fseq, seq, m.visible_ms)
+        if group not in heads:
+            heads[group] = (m.visible_ms, seq)  # type: ignore[index]
         size += len(body)
     _insert(conn, sql.insert_fifo, rows, 13)
     _insert(conn, sql.insert_order, order, 5)

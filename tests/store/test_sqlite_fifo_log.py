@@ -119,3 +119,34 @@ async def test_a_group_stuck_at_the_cut_is_moved_behind_the_rest(tmp_path, monke
     assert left < 100
     # the moved message is the same message, its attempt and order kept
     assert names(due) == ["stuck-0"] and due[0].attempts == 2
+
+
+def test_a_claim_reads_runs_only_until_its_batch_is_full_and_never_out_of_order():
+    """``fifo._choose`` over ``group_runs``' rows (group index, seq, visible, place,
+    attempts, first receive): it stops at the batch's last row, so the groups it never
+    reached are neither read nor judged; an empty or hidden head marks its group stale;
+    rows out of order give None, and the claim reads them all and sorts them instead."""
+    now = 1_000
+    rows = [
+        (0, 10, 0, 1, 0, None), (0, 11, 0, 2, 2, 500), (0, 12, 5_000, 3, 0, None),
+        (2, 30, 0, 1, 0, None), (2, 31, 0, 2, 0, None),
+        (3, 40, 0, 1, 0, None),
+    ]  # fmt: skip
+    read: list[tuple] = []
+
+    def reading(rs):
+        for r in rs:
+            read.append(r)
+            yield r
+
+    groups = ["a", "b", "c", "d", "e"]
+    picked, leased, taken, stale = fifo._choose(reading(rows), groups, 3, now)
+    assert picked == [10, 11, 30]  # a's run stops at its hidden third; b had nothing ready
+    assert leased == {10: (1, now), 11: (3, 500), 30: (1, now)}
+    assert list(taken) == ["a", "c"] and taken["a"].n == 2 and taken["c"].n == 1
+    assert stale == ["b"]  # d and e were never reached: not judged
+    assert len(read) == 4  # nothing past the batch's last row was read
+    picked, _, _, stale = fifo._choose(iter(rows), groups, 100, now)
+    assert picked == [10, 11, 30, 31, 40] and stale == ["b", "e"]
+    assert fifo._choose(iter([rows[3], rows[0]]), groups, 100, now) is None
+    assert fifo._choose(iter([rows[1], rows[0]]), groups, 100, now) is None

@@ -300,45 +300,28 @@ def claim(
     """Lease the ready heads and the ready runs behind them, longest-waiting group first;
     the claimed rows in delivery order (group by group, in sequence order).
 
-    A few statements, not one per group: the ready groups (a range of fifo_groups_ready),
-    the first group's run, then the runs of as many of the next groups as the runs so far
-    say will fill the batch, all in one statement (and again if they fell short). What is
-    read beyond the batch is left alone: the batch is the one a loop over the groups would
-    take."""
+    Two statements to choose them, not one per group: the ready groups (a range of
+    fifo_groups_ready), then their runs in one compound read row by row and left as soon
+    as the batch is full, so that SQLite never reads the runs of the groups the batch does
+    not reach (a run may be as long as the batch: asked for whole, a hundred groups' runs
+    were fifty times the batch)."""
     conn = tx.conn
     groups = [g for (g,) in fetch_all(conn, sql.READY_GROUPS, (queue.key, now_ms, limit))]
-    picked: list[int] = []
-    leased: dict[int, tuple[int, int]] = {}
-    taken: dict[str, Run] = {}  # each group's run, in the order taken
-    stale: list[str] = []
-    pos = 0
-    while pos < len(groups) and len(picked) < limit:
-        left = limit - len(picked)
-        # runs so far say how many groups the rest needs; the first statement asks one
-        per_group = len(picked) / pos if pos else left
-        ask = groups[pos : pos + max(1, -(-left // max(1, int(per_group))))]
-        pos += len(ask)
-        params: list[Any] = [queue.key, left, *ask]
-        runs: list[list[tuple[int, int]]] = [[] for _ in ask]
-        stopped: set[int] = set()
-        found = fetch_all(conn, sql.group_runs(len(ask)), params)
-        found.sort(key=_BY_GROUP_AND_PLACE)  # nearly sorted already: a pass of timsort
-        for i, seq, visible_ms, fseq, attempts, first in found:
-            if i in stopped:
-                continue
-            if visible_ms > now_ms:
-                stopped.add(i)
-            else:
-                runs[i].append((seq, fseq))
-                # under the lease: one more attempt; the first receive is this one if none
-                leased[seq] = (attempts + 1, now_ms if first is None else first)
-        for g, run in zip(ask, runs, strict=True):
-            if not run:
-                stale.append(g)  # its row was behind the truth: put it right
-            elif len(picked) < limit:
-                run = run[: limit - len(picked)]
-                picked += [seq for seq, _ in run]
-                taken[g] = Run(run[0][1], run[-1][1], len(run), max(seq for seq, _ in run))
+    if not groups:
+        return []
+    ask = sql.group_runs(len(groups))
+    params = [queue.key, limit, *groups]
+    cur = conn.execute(ask, params)
+    try:
+        chosen = _choose(cur, groups, limit, now_ms)
+    finally:
+        cur.close()
+    if chosen is None:  # the compound's rows came out of order: read them all and sort
+        found = fetch_all(conn, ask, params)
+        found.sort(key=_BY_GROUP_AND_PLACE)
+        chosen = _choose(found, groups, limit, now_ms)
+        assert chosen is not None
+    picked, leased, taken, stale = chosen
     if stale:
         refresh(tx, queue.key, stale)
     if not picked:
@@ -365,6 +348,62 @@ def claim(
     order = {seq: i for i, seq in enumerate(picked)}
     rows.sort(key=lambda r: order[r[0]])
     return rows
+
+
+_Chosen = tuple[list[int], dict[int, tuple[int, int]], dict[str, Run], list[str]]
+
+
+def _choose(
+    rows: Iterable[tuple[Any, ...]], groups: Sequence[str], limit: int, now_ms: int
+) -> _Chosen | None:
+    """From ``group_runs``' rows (group by group, each in sequence order) the batch: the
+    seqs picked, each one's attempts and first receive under the lease, each group's run,
+    and the groups whose rows were behind the truth (asked as ready, none ready). Stops
+    reading at the batch's last row; None if the rows were not in that order."""
+    picked: list[int] = []
+    leased: dict[int, tuple[int, int]] = {}
+    taken: dict[str, Run] = {}
+    stale: list[str] = []
+    at = -1  # the group whose rows are being read
+    run: list[tuple[int, int]] = []
+    stopped = False
+    last = 0
+
+    def close() -> None:
+        if at < 0:
+            return
+        if not run:
+            stale.append(groups[at])
+            return
+        picked.extend(seq for seq, _ in run)
+        taken[groups[at]] = Run(run[0][1], run[-1][1], len(run), max(seq for seq, _ in run))
+
+    full = False
+    for i, seq, visible_ms, fseq, attempts, first in rows:
+        if i != at:
+            if i < at:
+                return None
+            close()
+            stale += groups[at + 1 : i]
+            at, run, stopped = i, [], False
+        elif fseq <= last:
+            return None
+        last = fseq
+        if stopped:
+            continue
+        if visible_ms > now_ms:
+            stopped = True  # the run ends at a message not visible yet
+            continue
+        run.append((seq, fseq))
+        # under the lease: one more attempt; the first receive is this one if none
+        leased[seq] = (attempts + 1, now_ms if first is None else first)
+        if len(picked) + len(run) == limit:
+            full = True
+            break
+    close()
+    if not full:
+        stale += groups[at + 1 :]
+    return picked, leased, taken, stale
 
 
 def hold_back(

@@ -6,6 +6,7 @@ away), never by a chmod after the data is in, so there is no moment when it is r
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 FILE_MODE = 0o600
@@ -14,6 +15,10 @@ DIR_MODE = 0o700
 # as private as what ocd creates itself.
 CHILD_UMASK = 0o077
 LOOSE_BITS = 0o077  # any permission for group or others
+# The longest path a unix socket can be bound at: sun_path holds 108 bytes, its NUL included.
+SOCKET_PATH_MAX = 107
+# The longest socket name (``http_<worker>.sock``: a worker name has at most 63 characters).
+SOCKET_NAME_MAX = 73
 
 
 def private_dir(path: Path, tighten: bool = False) -> Path:
@@ -64,3 +69,15 @@ def write_file(path: Path, data: bytes | str) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+def socket_dir(prefix: str, longest: int = SOCKET_NAME_MAX) -> Path:
+    """A new private directory (0700, ``tempfile.mkdtemp``) for unix sockets named with at
+    most ``longest`` characters: under ``$TMPDIR`` as for any temporary file, or under
+    ``/tmp`` when ``$TMPDIR`` lies so deep that a socket's path would not fit in sun_path
+    (binding one would fail with "AF_UNIX path too long")."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    if len(os.fsencode(d)) + 1 + longest <= SOCKET_PATH_MAX:
+        return d
+    d.rmdir()
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

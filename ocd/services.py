@@ -13,15 +13,14 @@ from __future__ import annotations
 import hmac
 import secrets
 import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
 import runtime
+from ocd.files import socket_dir
 from runtime.fetch import FetchResponse, Outgoing, send
 
 # Named so as not to take the place of a header the calling Worker sets itself
@@ -59,7 +58,7 @@ class ServiceSocket:
 
     def __init__(self, fetch: ServiceFetch) -> None:
         self.secret = secrets.token_urlsafe(32)
-        self.dir = Path(tempfile.mkdtemp(prefix="ocd-services-"))  # mode 0700: private
+        self.dir = socket_dir("ocd-services-", len("services.sock"))  # 0700: private
         self.path = self.dir / "services.sock"
         self._endpoint = ServicesEndpoint(self.secret, fetch)
         self._runner: web.AppRunner | None = None

@@ -18,7 +18,6 @@ import logging
 import re
 import secrets
 import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -31,7 +30,7 @@ from aiohttp import web
 from ocd.config import Config, WorkerConfig
 from ocd.d1 import D1Service
 from ocd.errors import HandlerThrew, WorkerLoadError, WorkerLoadErrors
-from ocd.files import FILE_MODE, private_dir, write_file
+from ocd.files import FILE_MODE, private_dir, socket_dir, write_file
 from ocd.js import bundle, capnp, handlers, proxy, toolchain
 from ocd.js.d1 import D1Endpoint
 from ocd.js.invoke import Bridge, WorkerdKind
@@ -284,7 +283,7 @@ class WorkerdHost:
         self.prepared = prepared
         self.producer = producer
         self.secret = secrets.token_urlsafe(32)
-        self.run_dir = Path(tempfile.mkdtemp(prefix="ocd-workerd-"))  # mode 0700: private
+        self.run_dir = socket_dir("ocd-workerd-")  # mode 0700: private
         self.workerd: Workerd | None = None
         self._bridge: Bridge | None = None
         self._runners: list[web.AppRunner] = []  # one per private socket

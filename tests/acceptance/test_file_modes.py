@@ -7,8 +7,10 @@ can read is refused."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import aiohttp
@@ -106,8 +108,9 @@ def js(request: pytest.FixtureRequest) -> bool:
 @pytest.mark.parametrize("umask", [0o022, 0o000], ids=["umask022", "umask000"])
 async def test_everything_ocd_creates_is_owner_only(tmp_path, umask, js):
     data = tmp_path / "state" / "data"  # its parent too is ocd's to create
-    run = tmp_path / "run"  # workerd's sockets go under $TMPDIR
-    run.mkdir(mode=0o700)
+    # workerd's sockets go under $TMPDIR: one short enough for them (a deeper one sends
+    # them to /tmp, files.socket_dir)
+    run = Path(tempfile.mkdtemp(prefix="ocd-modes-", dir="/tmp"))
     backups = tmp_path / "backups"
     backups.mkdir(mode=0o700)
     backups.chmod(0o700)  # the test's own, whatever its umask
@@ -130,6 +133,7 @@ async def test_everything_ocd_creates_is_owner_only(tmp_path, umask, js):
         assert p.stop() == 0
     finally:
         p.close()
+        shutil.rmtree(run, ignore_errors=True)
     assert _open_to_others(tmp_path / "state", backups) == []
 
     restored = tmp_path / "restored" / "data"
@@ -139,6 +143,23 @@ async def test_everything_ocd_creates_is_owner_only(tmp_path, umask, js):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert _open_to_others(tmp_path / "restored") == []
+
+
+async def test_ocd_starts_under_a_tmpdir_too_deep_for_a_unix_socket(tmp_path):
+    """Its private sockets go to /tmp then: under such a $TMPDIR, binding them failed
+    with "AF_UNIX path too long" and ocd exited with a traceback."""
+    deep = tmp_path / ("d" * 80)
+    deep.mkdir()
+    cfg = _config(tmp_path, tmp_path / "state" / "data", False)
+    p = OcdProcess(cfg, extra_env={"TMPDIR": str(deep)})
+    try:
+        port = p.wait_started(60)
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"http://127.0.0.1:{port}/send", json={"body": "x"}) as r:
+                assert r.status == 200, await r.text()
+        assert p.stop() == 0
+    finally:
+        p.close()
 
 
 async def test_migrating_out_and_a_postgresql_node_leave_owner_only_files(tmp_path, pg_dsn):

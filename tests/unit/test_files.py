@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ocd import files
 from ocd.files import new_file, private_dir, write_file
 
 
@@ -51,3 +55,26 @@ def test_an_existing_directory_is_tightened_only_when_it_is_ocds_own(tmp_path: P
     private_dir(theirs)
     private_dir(ours, tighten=True)
     assert (_mode(theirs), _mode(ours)) == (0o755, 0o700)
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["short-tmpdir", "deep-tmpdir"])
+def test_a_socket_directory_is_private_and_holds_its_longest_socket(tmp_path, monkeypatch, deep):
+    """Under $TMPDIR as usual, or under /tmp when $TMPDIR lies too deep for a socket's
+    path to fit in sun_path: ocd started there failed with "AF_UNIX path too long"."""
+    if deep:
+        base = tmp_path / ("d" * 60)
+        base.mkdir()
+    else:
+        base = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    d = files.socket_dir("ocd-test-")
+    try:
+        assert d.parent == (Path("/tmp") if deep else base)
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700
+        path = d / ("s" * files.SOCKET_NAME_MAX)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(path))  # the longest name fits
+    finally:
+        shutil.rmtree(d)
+        if not deep:
+            shutil.rmtree(base)

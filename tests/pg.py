@@ -20,7 +20,6 @@ import pwd
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from tests.helpers import free_port
 
 DSN_ENV = "OCD_TEST_POSTGRES_DSN"
 BIN_ENV = "OCD_TEST_POSTGRES_BIN"
@@ -98,10 +99,6 @@ def why_unavailable() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def with_database(dsn: str, name: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import aiohttp
 import pytest
 
 from tests.acceptance.conftest import APPS, REPO, run_ocd
-from tests.helpers import eventually
+from tests.helpers import eventually, free_port
 from tests.js import ESBUILD, OLDEST_WORKERD, WORKERD, WRANGLER_WORKERD, js_section
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("workerd_tools")]
@@ -38,12 +37,6 @@ WRANGLER_JSONC = """{
   },
 }
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _project(
@@ -88,7 +81,7 @@ async def test_ocd_dev_runs_a_wrangler_project_folder(tmp_path, ocd_processes, w
     2026-05-03, is older than the date ocd's bridge used to ask for)."""
     _need(workerd)
     project = _project(tmp_path, workerd=workerd)
-    port = _free_port()
+    port = free_port()
     p = ocd_processes(
         None, command="dev", args=("--port", str(port)), cwd=project, extra_env=_env()
     )

@@ -145,13 +145,8 @@ async def test_everything_ocd_creates_is_owner_only(tmp_path, umask, js):
     assert _open_to_others(tmp_path / "restored") == []
 
 
-async def test_ocd_starts_under_a_tmpdir_too_deep_for_a_unix_socket(tmp_path):
-    """Its private sockets go to /tmp then: under such a $TMPDIR, binding them failed
-    with "AF_UNIX path too long" and ocd exited with a traceback."""
-    deep = tmp_path / ("d" * 80)
-    deep.mkdir()
-    cfg = _config(tmp_path, tmp_path / "state" / "data", False)
-    p = OcdProcess(cfg, extra_env={"TMPDIR": str(deep)})
+async def _send_one_and_stop(p: OcdProcess) -> None:
+    """Start ``p``, send a message through the producer worker, stop it cleanly."""
     try:
         port = p.wait_started(60)
         async with aiohttp.ClientSession() as s:
@@ -160,6 +155,15 @@ async def test_ocd_starts_under_a_tmpdir_too_deep_for_a_unix_socket(tmp_path):
         assert p.stop() == 0
     finally:
         p.close()
+
+
+async def test_ocd_starts_under_a_tmpdir_too_deep_for_a_unix_socket(tmp_path):
+    """Its private sockets go to /tmp then: under such a $TMPDIR, binding them failed
+    with "AF_UNIX path too long" and ocd exited with a traceback."""
+    deep = tmp_path / ("d" * 80)
+    deep.mkdir()
+    cfg = _config(tmp_path, tmp_path / "state" / "data", False)
+    await _send_one_and_stop(OcdProcess(cfg, extra_env={"TMPDIR": str(deep)}))
 
 
 async def test_migrating_out_and_a_postgresql_node_leave_owner_only_files(tmp_path, pg_dsn):
@@ -167,15 +171,9 @@ async def test_migrating_out_and_a_postgresql_node_leave_owner_only_files(tmp_pa
     PostgreSQL keeps ``postgres.mark`` in its own data directory."""
     umask = 0o022
     data = tmp_path / "sqlite" / "data"
-    p = OcdProcess(_config(tmp_path, data, False), preexec_fn=lambda: os.umask(umask))
-    try:
-        port = p.wait_started(60)
-        async with aiohttp.ClientSession() as s:
-            async with s.post(f"http://127.0.0.1:{port}/send", json={"body": "x"}) as r:
-                assert r.status == 200, await r.text()
-        assert p.stop() == 0
-    finally:
-        p.close()
+    await _send_one_and_stop(
+        OcdProcess(_config(tmp_path, data, False), preexec_fn=lambda: os.umask(umask))
+    )
     done = _ocd(umask, "migrate-store", "--from", str(data), "--to", pg_dsn)
     assert done.returncode == 0, done.stderr
     assert _open_to_others(tmp_path / "sqlite") == []

@@ -99,8 +99,6 @@ def why_unavailable() -> str | None:
     return None
 
 
-
-
 def with_database(dsn: str, name: str) -> str:
     """``dsn`` pointing at database ``name`` instead."""
     parts = urlsplit(dsn)

@@ -304,7 +304,7 @@ def claim(
     fifo_groups_ready), then their runs in one compound read row by row and left as soon
     as the batch is full, so that SQLite never reads the runs of the groups the batch does
     not reach (a run may be as long as the batch: asked for whole, a hundred groups' runs
-    were fifty times the batch)."""
+    were up to fifty times the batch)."""
     conn = tx.conn
     groups = [g for (g,) in fetch_all(conn, sql.READY_GROUPS, (queue.key, now_ms, limit))]
     if not groups:

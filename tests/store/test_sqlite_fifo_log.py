@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from ocd.store import Claim, DeadLetter, LeaseKind, Retry, SqliteStore
+from ocd.store import DEDUP_WINDOW_MS, Claim, DeadLetter, LeaseKind, Retry, SqliteStore
 from ocd.store.sqlite import fifo
 from tests.store.conftest import T0
 from tests.store.test_fifo import fifo_queue, fmsg, names
@@ -119,6 +119,39 @@ async def test_a_group_stuck_at_the_cut_is_moved_behind_the_rest(tmp_path, monke
     assert left < 100
     # the moved message is the same message, its attempt and order kept
     assert names(due) == ["stuck-0"] and due[0].attempts == 2
+
+
+def dedup_ids(tmp_path):
+    con = sqlite3.connect(tmp_path / "scheduler.sqlite")
+    try:
+        return [d for (d,) in con.execute("SELECT dedup FROM fifo_dedup ORDER BY dedup")]
+    finally:
+        con.close()
+
+
+async def test_expired_dedup_ids_are_forgotten_behind_one_still_in_its_window(tmp_path):
+    """Ids are pruned from the front of the table in the order they were stored; one stored
+    again over its expired row keeps its place there and must not hold back the ones whose
+    windows closed behind it."""
+    store = SqliteStore(tmp_path)
+    await store.open(T0)
+    try:
+        q = await fifo_queue(store)
+        await store.enqueue_fifo(q, [fmsg("a", 0, dedup="x")])
+        later = T0 + 1000
+        await store.enqueue_fifo(q, [fmsg("a", i, at=later, dedup=f"y{i}") for i in range(1, 6)])
+        # x's window closed: stored again, it now names a new message until T0 + 2 windows
+        _, again = await store.enqueue_fifo(q, [fmsg("b", 0, at=T0 + DEDUP_WINDOW_MS, dedup="x")])
+        assert not again[0].duplicate
+        await store.expire(later + DEDUP_WINDOW_MS)
+        assert dedup_ids(tmp_path) == ["x"]
+        at = later + DEDUP_WINDOW_MS
+        _, dup = await store.enqueue_fifo(q, [fmsg("c", 0, at=at, dedup="x")])
+        assert dup[0].duplicate and dup[0].id == again[0].id
+        await store.expire(T0 + 2 * DEDUP_WINDOW_MS)
+        assert dedup_ids(tmp_path) == []
+    finally:
+        await store.close()
 
 
 def test_a_claim_reads_runs_only_until_its_batch_is_full_and_never_out_of_order():

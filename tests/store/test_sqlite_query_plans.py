@@ -135,7 +135,6 @@ FIFO = {
     "DELETE_ORDER_RUN": (sql.DELETE_ORDER_RUN, (1, "g", 2, 9, Q1)),
     "dedup_put_new": (sql.dedup_put_new(2), (1, 1, 5, "", "a", 9, "m", "", "b", 9, "n")),
     "DEDUP_FIND": (sql.dedup_find(2), ("", "a", "", "b", 1, 5)),
-    "DEDUP_PRUNE": (sql.DEDUP_PRUNE, (5, 100)),
     "DEDUP_CLEAR": (sql.DEDUP_CLEAR, (1,)),
     "claim_runs": (sql.claim_runs(2), (9, 1, 1, 5, 1, "a", 1, 9, "b", 2, 8)),
     "CLAIMED_ROWS": (sql.CLAIMED_ROWS, (SEQS,)),
@@ -174,3 +173,12 @@ def test_fifo_statement_reads_groups_by_their_own_indexes(con, name):
             assert "grp=?" in d, (name, details)
         if d.startswith(("SEARCH fifo_groups", "SEARCH fifo_dedup", "SEARCH d ")):
             assert "INDEX" in d or "PRIMARY KEY" in d, (name, details)
+
+
+def test_dedup_prune_reads_a_slice_from_the_front_in_rowid_order(con):
+    """Forgetting expired deduplication ids reads at most its slice of the table's first
+    rows, in rowid order (no sort, no index of window ends to keep at every send)."""
+    details = [row[3] for row in con.execute("EXPLAIN QUERY PLAN " + sql.DEDUP_PRUNE, (5, 100))]
+    assert not any("TEMP B-TREE" in d for d in details), details
+    assert not any(d.startswith("SEARCH fifo_dedup USING INDEX") for d in details), details
+    assert "ORDER BY id LIMIT ?2" in sql.DEDUP_PRUNE

@@ -602,6 +602,11 @@ def purge(tx: Tx, key: int) -> None:
 
 
 def prune_dedup(tx: Tx, now_ms: int, limit: int) -> int:
-    """Forget deduplication ids past their window, at most ``limit`` of them."""
+    """Forget the deduplication ids past their window among the ``limit`` stored first; how
+    many. Ids are stored in the order of their send times and every window is as long, so
+    the front of the table is where windows close, without an index of their ends to keep
+    at every send. An id still in its window there (stored again over its expired row,
+    which keeps its place, or sent before the wall clock stepped back) stays, and the ones
+    behind it in the slice go; a caller prunes until a slice has nothing to forget."""
     cur = tx.conn.execute(sql.DEDUP_PRUNE, (now_ms, limit))
     return max(cur.rowcount, 0)

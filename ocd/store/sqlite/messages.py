@@ -283,7 +283,7 @@ class SqliteMessages(SqliteCore):
                     await self._submit(Call(fifo.compact, queue.key, durable=False, grows=True))
         if not any(q.fifo for q in queues):
             return expired  # deduplication ids are FIFO queues' alone
-        while await self._submit(Call(fifo.prune_dedup, now_ms, batch, durable=False)) >= batch:
+        while await self._submit(Call(fifo.prune_dedup, now_ms, batch, durable=False)):
             pass
         return expired
 

@@ -264,8 +264,12 @@ def dedup_put_new(rows: int) -> str:
     )
 
 
+# The ids past their window (?1 now) among the first ?2 stored: rowid order is nearly the
+# order windows close in (fifo.prune_dedup).
 DEDUP_PRUNE = """
-DELETE FROM fifo_dedup WHERE id IN (SELECT id FROM fifo_dedup WHERE expires_ms <= ? LIMIT ?)
+DELETE FROM fifo_dedup WHERE id IN (
+  SELECT id FROM (SELECT id, expires_ms FROM fifo_dedup ORDER BY id LIMIT ?2)
+  WHERE expires_ms <= ?1)
 """
 DEDUP_CLEAR = "DELETE FROM fifo_dedup WHERE queue = ?"
 

@@ -168,9 +168,13 @@ async def test_kill_9_of_workerd_mid_batch_redelivers_and_workerd_comes_back(
         await eventually(lambda: p.event("workerd_exited"), 10)
         rows = await eventually(lambda: _echoed(tmp_path), 60)
         assert rows[0]["body"]["tag"] == "slow"
-        # the killed delivery counted (the handler may have run); the next one is the last
+        # the killed delivery counted (the handler may have run), and so did any other that
+        # lost the bridge: a POST made before ocd saw workerd go lands in the backlog of its
+        # dying socket, read or not. Those that never reached it (released) did not count.
         batches = [e for e in p.events if str(e.get("event", "")).startswith("batch_")]
-        assert rows[0]["attempts"] == 2, batches
+        lost = [e for e in batches if e["event"] == "batch_retried"]
+        assert len(lost) >= 1, batches
+        assert rows[0]["attempts"] == len(lost) + 1, batches
         assert workerd_pid(p.proc.pid) != old
 
         async def ready() -> bool:

@@ -61,7 +61,10 @@ def status_line(workers: Sized, store: SummaryStore) -> str:
 async def report_status(
     notifier: Notifier, line: Callable[[], str], every_s: float = STATUS_EVERY_S
 ) -> None:
-    """Send ``line()`` to systemd every ``every_s``, until cancelled."""
+    """Send ``line()`` to systemd every ``every_s``, until cancelled; without systemd to
+    tell, nothing (the line counts every queue's backlog)."""
+    if not notifier.enabled:
+        return
     while True:
         await asyncio.sleep(every_s)
         notifier.status(line())

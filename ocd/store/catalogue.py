@@ -18,6 +18,7 @@ class Catalogue:
     def __init__(self, on_watch: Callable[[int], None] | None = None) -> None:
         self._by_name: dict[tuple[str, str], QueueRecord] = {}
         self._sorted: list[QueueRecord] | None = None  # queues(), until the next change
+        self._fifo: bool | None = None  # any_fifo(), until the next change
         self._by_key: dict[int, QueueRecord] = {}
         self._by_id: dict[str, QueueRecord] = {}
         self._consumers: dict[int, PullConsumer] = {}  # queue key -> its pull consumer
@@ -37,6 +38,12 @@ class Catalogue:
         if self._sorted is None:  # sorted once a change, not once a call (10,000 queues)
             self._sorted = sorted(self._by_name.values(), key=lambda q: (q.account, q.name))
         return list(self._sorted)
+
+    def any_fifo(self) -> bool:
+        """Whether any queue is a FIFO queue (worked out once a change)."""
+        if self._fifo is None:
+            self._fifo = any(q.fifo for q in self._by_key.values())
+        return self._fifo
 
     def with_messages(self) -> set[int]:
         """The keys of the queues whose backlog, as last known, is not empty."""
@@ -66,7 +73,7 @@ class Catalogue:
         if old is not None:
             self._by_name.pop((old.account, old.name), None)
         self._by_name[(q.account, q.name)] = q
-        self._sorted = None
+        self._sorted = self._fifo = None
         self._by_key[q.key] = q
         self._by_id[q.queue_id] = q
         self._counts.setdefault(q.key, [0, 0])
@@ -75,7 +82,7 @@ class Catalogue:
         """Drop a deleted queue, its consumer and its counts, and wake its watchers."""
         self.version += 1
         self._by_name.pop((q.account, q.name), None)
-        self._sorted = None
+        self._sorted = self._fifo = None
         self._by_key.pop(q.key, None)
         self._by_id.pop(q.queue_id, None)
         self._consumers.pop(q.key, None)
@@ -102,7 +109,7 @@ class Catalogue:
         qs = list(queues)
         changed = {q.key for q in qs if self._by_key.get(q.key) != q}
         self._by_name = {(q.account, q.name): q for q in qs}
-        self._sorted = None
+        self._sorted = self._fifo = None
         self._by_key = {q.key: q for q in qs}
         self._by_id = {q.queue_id: q for q in qs}
         self._consumers = {c.queue_key: c for c in consumers}

@@ -18,6 +18,7 @@ import pytest
 
 from ocd.errors import StoreError
 from ocd.store import NewMessage, SqliteStore
+from ocd.store.sqlite import core as sqlite_core
 from ocd.store.sqlite import store as sqlite_store
 from ocd.store.sqlite import writer as w
 from ocd.store.sqlite.ops import Call, Tx
@@ -338,5 +339,49 @@ async def test_single_sends_sharing_a_commit_keep_their_order_around_a_delayed_o
         assert (await store.backlog(q)).count == 9
         got = await store.claim(other, Claim(100, T0 + 10, T0 + 30_000, 5, DeadLetter(None)))
         assert [d.id for d in got.deliveries] == ["elsewhere"]
+    finally:
+        await store.close()
+
+
+async def test_an_idle_store_stops_checkpointing_until_something_is_committed(
+    tmp_path, monkeypatch
+):
+    """The checkpoint loop copies what was committed, then skips its rounds while nothing
+    more is (an idle daemon's wake-ups cost a hop to two threads each), and checkpoints
+    again after the next commit."""
+    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
+    store = SqliteStore(tmp_path / "data")
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])
+
+        async def idle_for_five_looks() -> bool:
+            rounds, looks = store.checkpoint_rounds, store.checkpoint_looks
+            await eventually(lambda: store.checkpoint_looks >= looks + 5, 10)
+            return store.checkpoint_rounds == rounds
+
+        await eventually(idle_for_five_looks, 10)
+        rounds = store.checkpoint_rounds
+        await store.enqueue(q, [NewMessage("b", "json", b"{}", T0, T0)])
+        await eventually(lambda: store.checkpoint_rounds > rounds, 10)
+        await eventually(idle_for_five_looks, 10)
+        # everything committed was copied into the database file before the rounds stopped
+        con = sqlite3.connect(tmp_path / "data" / "scheduler.sqlite")
+        try:
+            busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        finally:
+            con.close()
+        assert busy == 0 and frames == copied
+    finally:
+        await store.close()
+    assert await count_after_reopen(tmp_path / "data") == 2
+
+
+async def count_after_reopen(data) -> int:
+    store = SqliteStore(data)
+    await store.open(T0)
+    try:
+        return await count(store, "jobs")
     finally:
         await store.close()

@@ -61,5 +61,6 @@ class SqliteCoordination(SqliteCore):
         def save(tx: Tx) -> None:
             tx.conn.execute(sql.RAISE_META, (CLOCK_MARK_KEY, mark_to_bytes(now_ms)))
 
-        # Not durable by itself: the next durable commit (a send) syncs it.
-        await self._submit(Call(save, durable=False))
+        # Not durable by itself: the next durable commit (a send) syncs it. One row: it may
+        # commit on the loop, without a hop to the writer's thread every MARK_EVERY_S.
+        await self._submit(Call(save, durable=False, most_rows=1))

@@ -78,6 +78,9 @@ class SqliteCore:
         self._writer: Writer | None = None
         self._ckpt: aiosqlite.Connection | None = None
         self._checkpointer: asyncio.Task[None] | None = None
+        # The checkpoint loop's wake-ups, and those of them that checkpointed (status, tests)
+        self.checkpoint_looks = 0
+        self.checkpoint_rounds = 0
         self._closing = False
         # for metrics: the operations in each commit, and whether it ran on the event loop
         self.on_commit: Callable[[int, bool], None] | None = None
@@ -134,11 +137,22 @@ class SqliteCore:
         starts the WAL over only once every frame is copied: the file grew by about 4 MB/s
         of pushes, without end. So when it passes ``wal_limit_bytes``, the writer itself
         checkpoints between two groups, where no write is under way; that finishes what the
-        checkpoint here left (a short pause), and the next commit starts the WAL over."""
+        checkpoint here left (a short pause), and the next commit starts the WAL over.
+
+        A round after which nothing was committed, that copied the whole WAL and synced the
+        mark, has nothing left to do: an idle daemon skips it (a round costs a hop to each
+        of two threads and a stat of the WAL)."""
         assert self._ckpt is not None and self._writer is not None
         wal = Path(f"{self.path}-wal")
+        done_at: int | None = None  # the writer's commits when a round left nothing to do
         while True:
             await asyncio.sleep(CHECKPOINT_EVERY_S)
+            self.checkpoint_looks += 1
+            seen = self._writer.commits
+            if seen == done_at and self.space.full is None:
+                continue
+            done_at = None
+            self.checkpoint_rounds += 1
             try:
                 commits = self._writer.durable_commits
                 rows = await self._ckpt.execute_fetchall("PRAGMA wal_checkpoint(PASSIVE)")
@@ -158,23 +172,26 @@ class SqliteCore:
             if self._checkpoint_failing:
                 log.info("WAL checkpoints work again")
             self._checkpoint_failing = False
-            await self._sync_mark(commits, list(rows))
+            checkpointed = list(rows)
+            if await self._sync_mark(commits, checkpointed) and _copied_all(checkpointed):
+                done_at = seen
 
-    async def _sync_mark(self, commits: int, checkpointed: list[Any]) -> None:
+    async def _sync_mark(self, commits: int, checkpointed: list[Any]) -> bool:
         """Put the high-water mark on disk. With durability "full" the writer advances it
         after each durable commit; with "normal" no commit is synced, so it advances here,
         to the commits made before a checkpoint that copied the whole WAL (SQLite syncs the
-        WAL before a checkpoint and the database after a complete one)."""
+        WAL before a checkpoint and the database after a complete one). Whether the mark
+        is on disk (or there is none)."""
         if self._mark is None:
-            return
-        if self.durability != "full" and checkpointed:
-            busy, frames, copied = checkpointed[0]
-            if busy == 0 and frames == copied:
-                self._advance_mark(commits)
+            return True
+        if self.durability != "full" and _copied_all(checkpointed):
+            self._advance_mark(commits)
         try:
             await asyncio.to_thread(self._mark.sync)
         except OSError as e:
             log.warning("could not sync the high-water mark: %s", e)
+            return False
+        return True
 
     def full(self) -> str | None:
         """While the disk is full and sends are refused: why, naming where; else None."""
@@ -503,6 +520,14 @@ class SqliteCore:
                 cat.set_oldest(key, min(prev, sent_ms) if prev else sent_ms)
         for key in tx.notify:
             cat.notify(key)
+
+
+def _copied_all(checkpointed: list[Any]) -> bool:
+    """Whether a ``PRAGMA wal_checkpoint``'s row says it copied every frame of the WAL."""
+    if not checkpointed:
+        return False
+    busy, frames, copied = checkpointed[0]
+    return bool(busy == 0 and frames == copied)
 
 
 def _size(path: Path) -> int:

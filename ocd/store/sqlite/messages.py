@@ -248,9 +248,9 @@ class SqliteMessages(SqliteCore):
         expired: list[Expired] = []
         # Exact in memory (this node makes every change): an empty queue, or a standard one
         # with nothing old enough, has nothing to expire or compact: no write, no look.
-        queues = self.catalogue.queues()
-        busy = self.catalogue.with_messages()
-        for queue in [q for q in queues if q.key in busy]:
+        # Only the queues holding messages are looked at, not every queue (10,000 idle).
+        busy = [q for key in self.catalogue.with_messages() if (q := self.catalogue.by_key(key))]
+        for queue in sorted(busy, key=lambda q: (q.account, q.name)):
             cutoff = now_ms - queue.settings.message_retention_period_s * 1000
             known = self.catalogue.backlog(queue.key)
             if known is not None and not queue.fifo and known.oldest_ms >= cutoff:
@@ -281,7 +281,7 @@ class SqliteMessages(SqliteCore):
                 # it writes rows: a disk that fills meanwhile leaves it for the next sweep
                 with contextlib.suppress(StoreFull):
                     await self._submit(Call(fifo.compact, queue.key, durable=False, grows=True))
-        if not any(q.fifo for q in queues):
+        if not self.catalogue.any_fifo():
             return expired  # deduplication ids are FIFO queues' alone
         while await self._submit(Call(fifo.prune_dedup, now_ms, batch, durable=False)):
             pass

@@ -346,27 +346,21 @@ async def test_single_sends_sharing_a_commit_keep_their_order_around_a_delayed_o
 async def test_an_idle_store_stops_checkpointing_until_something_is_committed(
     tmp_path, monkeypatch
 ):
-    """The checkpoint loop copies what was committed, then skips its rounds while nothing
-    more is (an idle daemon's wake-ups cost a hop to two threads each), and checkpoints
-    again after the next commit."""
+    """The checkpoint loop copies what was committed, then waits for the next commit
+    instead of waking every round (an idle daemon's wake-ups cost a hop to two threads
+    each), and checkpoints again after it."""
     monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
     store = SqliteStore(tmp_path / "data")
     await store.open(T0)
     try:
         q = await store.ensure_queue("jobs", "local", None, T0)
         await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])
-
-        async def idle_for_five_looks() -> bool:
-            rounds, looks = store.checkpoint_rounds, store.checkpoint_looks
-            await eventually(lambda: store.checkpoint_looks >= looks + 5, 10)
-            return store.checkpoint_rounds == rounds
-
-        await eventually(idle_for_five_looks, 10)
+        await eventually(lambda: store.checkpoint_idle, 10)
         rounds = store.checkpoint_rounds
         await store.enqueue(q, [NewMessage("b", "json", b"{}", T0, T0)])
         await eventually(lambda: store.checkpoint_rounds > rounds, 10)
-        await eventually(idle_for_five_looks, 10)
-        # everything committed was copied into the database file before the rounds stopped
+        await eventually(lambda: store.checkpoint_idle, 10)
+        # everything committed was copied into the database file before the loop stopped
         con = sqlite3.connect(tmp_path / "data" / "scheduler.sqlite")
         try:
             busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()

@@ -78,9 +78,10 @@ class SqliteCore:
         self._writer: Writer | None = None
         self._ckpt: aiosqlite.Connection | None = None
         self._checkpointer: asyncio.Task[None] | None = None
-        # The checkpoint loop's wake-ups, and those of them that checkpointed (status, tests)
-        self.checkpoint_looks = 0
+        # The checkpoint loop's rounds, and whether it waits for a commit (status, tests)
         self.checkpoint_rounds = 0
+        self.checkpoint_idle = False
+        self._commit_seen = asyncio.Event()  # set by every commit
         self._closing = False
         # for metrics: the operations in each commit, and whether it ran on the event loop
         self.on_commit: Callable[[int, bool], None] | None = None
@@ -139,17 +140,23 @@ class SqliteCore:
         checkpoints between two groups, where no write is under way; that finishes what the
         checkpoint here left (a short pause), and the next commit starts the WAL over.
 
-        A round after which nothing was committed, that copied the whole WAL and synced the
-        mark, has nothing left to do: an idle daemon skips it (a round costs a hop to each
-        of two threads and a stat of the WAL)."""
+        After a round that copied the whole WAL and synced the mark, the loop has nothing
+        to do until the next commit, and waits for one (``checkpoint_idle``) instead of
+        waking every half second: a round costs a hop to each of two threads and a stat of
+        the WAL, the most of what an idle daemon did."""
         assert self._ckpt is not None and self._writer is not None
         wal = Path(f"{self.path}-wal")
         done_at: int | None = None  # the writer's commits when a round left nothing to do
         while True:
             await asyncio.sleep(CHECKPOINT_EVERY_S)
-            self.checkpoint_looks += 1
             seen = self._writer.commits
             if seen == done_at and self.space.full is None:
+                self._commit_seen.clear()  # no await since the look: no commit missed
+                self.checkpoint_idle = True
+                try:
+                    await self._commit_seen.wait()
+                finally:
+                    self.checkpoint_idle = False
                 continue
             done_at = None
             self.checkpoint_rounds += 1
@@ -507,6 +514,7 @@ class SqliteCore:
             tx.oldest_known[key] = found or 0
 
     def _committed(self, tx: Tx, ops: list[Op]) -> None:
+        self._commit_seen.set()
         if self.on_commit is not None:
             self.on_commit(len(ops), tx.on_loop)
         cat = self.catalogue

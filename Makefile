@@ -20,7 +20,7 @@ run: $(STAMP)
 # pytest workers (pytest-xdist) for every test but the browser ones: two cut a run by a third
 # on two cores. The browser tests then run in one process of their own, with nothing beside
 # them: under another worker's load Chromium's context close hung for 60 s in one run of five
-# (docs/development.md). TEST_WORKERS=0 runs everything in one process.
+# (docs/development.md). TEST_WORKERS=0: no workers, one process at a time.
 TEST_WORKERS ?= 2
 BROWSER := tests/browser
 

@@ -11,7 +11,9 @@ import pytest
 
 from ocd.errors import StoreFull
 from ocd.store import Claim, DeadLetter, LeaseKind, NewMessage, SqliteStore, Store
+from ocd.store.sqlite import core as sqlite_core
 from tests.acceptance.disk import CannotMount, fill, small_filesystem
+from tests.helpers import eventually
 from tests.store.conftest import T0
 
 BODY = b"x" * 20_000
@@ -145,3 +147,27 @@ async def test_an_ack_that_meets_the_full_disk_first_is_done_in_the_reserves_roo
         await store.close()
     reopened = await backlog_on_disk(data, disk_reserve_bytes=4 * 2**20, wal_limit_bytes=2**16)
     assert reopened == 0  # the ack is on disk
+
+
+async def test_an_idle_store_takes_sends_again_once_room_is_freed_with_nothing_committed(
+    volume: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The checkpoint loop waits for a commit while there is nothing to checkpoint; a disk
+    that fills wakes it, so that it looks for room again although nothing can commit."""
+    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
+    store = SqliteStore(volume / "data", disk_reserve_bytes=4 * 2**20)
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        await eventually(lambda: store.checkpoint_idle, 10)
+        filler = volume / "filler"
+        fill(filler)
+        big = [NewMessage(f"m{i}", "json", BODY, T0, T0) for i in range(100)]  # 2 MB
+        with pytest.raises(StoreFull):  # the first write meets the full disk: no commit
+            await store.enqueue(q, big)
+        assert store.full() is not None
+        filler.unlink()  # the operator frees space; no send, claim or ack comes meanwhile
+        await eventually(lambda: store.full() is None, 10)
+        await store.enqueue(q, [NewMessage("again", "json", b"{}", T0, T0)])
+    finally:
+        await store.close()

@@ -19,7 +19,6 @@ import pytest
 from ocd.errors import StoreError
 from ocd.store import NewMessage, SqliteStore
 from ocd.store.sqlite import core as sqlite_core
-from ocd.store.sqlite import store as sqlite_store
 from ocd.store.sqlite import writer as w
 from ocd.store.sqlite.ops import Call, Tx
 from ocd.store.sqlite.writer import Writer
@@ -271,7 +270,7 @@ async def test_an_empty_wal_is_written_full_size_so_that_commits_overwrite_it(tm
 
 
 async def test_a_wal_left_by_a_crash_is_recovered_not_overwritten(tmp_path, monkeypatch):
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_S", 3600)  # all sends stay in the WAL
+    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 3600)  # all sends stay in the WAL
     store = SqliteStore(tmp_path / "data")
     await store.open(T0)
     crashed = tmp_path / "crashed"

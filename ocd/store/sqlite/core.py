@@ -81,7 +81,8 @@ class SqliteCore:
         # The checkpoint loop's rounds, and whether it waits for a commit (status, tests)
         self.checkpoint_rounds = 0
         self.checkpoint_idle = False
-        self._commit_seen = asyncio.Event()  # set by every commit
+        # Wakes the waiting checkpoint loop: set by every commit and when the disk fills
+        self._checkpoint_wake = asyncio.Event()
         self._closing = False
         # for metrics: the operations in each commit, and whether it ran on the event loop
         self.on_commit: Callable[[int, bool], None] | None = None
@@ -143,7 +144,8 @@ class SqliteCore:
         After a round that copied the whole WAL and synced the mark, the loop has nothing
         to do until the next commit, and waits for one (``checkpoint_idle``) instead of
         waking every half second: a round costs a hop to each of two threads and a stat of
-        the WAL, the most of what an idle daemon did."""
+        the WAL, the most of what an idle daemon did. A disk that fills wakes it too: while
+        full, every round looks for room again, with or without commits."""
         assert self._ckpt is not None and self._writer is not None
         wal = Path(f"{self.path}-wal")
         done_at: int | None = None  # the writer's commits when a round left nothing to do
@@ -151,10 +153,10 @@ class SqliteCore:
             await asyncio.sleep(CHECKPOINT_EVERY_S)
             seen = self._writer.commits
             if seen == done_at and self.space.full is None:
-                self._commit_seen.clear()  # no await since the look: no commit missed
+                self._checkpoint_wake.clear()  # no await since the look: nothing missed
                 self.checkpoint_idle = True
                 try:
-                    await self._commit_seen.wait()
+                    await self._checkpoint_wake.wait()
                 finally:
                     self.checkpoint_idle = False
                 continue
@@ -227,6 +229,7 @@ class SqliteCore:
     def _store_error(self, err: StoreError) -> None:
         if isinstance(err, StoreFull):
             self.space.enter(err.operation or "a write")
+            self._checkpoint_wake.set()  # the checkpoint loop looks for room again
 
     async def _connect(self, now_ms: int) -> None:
         assert self._writer is not None
@@ -514,7 +517,7 @@ class SqliteCore:
             tx.oldest_known[key] = found or 0
 
     def _committed(self, tx: Tx, ops: list[Op]) -> None:
-        self._commit_seen.set()
+        self._checkpoint_wake.set()
         if self.on_commit is not None:
             self.on_commit(len(ops), tx.on_loop)
         cat = self.catalogue

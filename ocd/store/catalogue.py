@@ -23,6 +23,10 @@ class Catalogue:
         self._by_id: dict[str, QueueRecord] = {}
         self._consumers: dict[int, PullConsumer] = {}  # queue key -> its pull consumer
         self._counts: dict[int, list[int]] = {}  # queue key -> [messages, bytes]
+        # The keys whose count is above 0, kept at each change: the retention sweep asks
+        # for them every few seconds, and a walk of 10,000 idle queues' counts was most of
+        # what an idle daemon did.
+        self._nonempty: set[int] = set()
         self._oldest: dict[int, int] = {}  # queue key -> send time of its oldest, 0 if empty
         self._events: dict[int, asyncio.Event] = {}
         # Called when a queue gets its first watcher: a shared database starts listening.
@@ -47,7 +51,7 @@ class Catalogue:
 
     def with_messages(self) -> set[int]:
         """The keys of the queues whose backlog, as last known, is not empty."""
-        return {key for key, (count, _) in self._counts.items() if count > 0}
+        return set(self._nonempty)
 
     def queue(self, name: str, account: str = "local") -> QueueRecord | None:
         return self._by_name.get((account, name))
@@ -87,6 +91,7 @@ class Catalogue:
         self._by_id.pop(q.queue_id, None)
         self._consumers.pop(q.key, None)
         self._counts.pop(q.key, None)
+        self._nonempty.discard(q.key)
         self._oldest.pop(q.key, None)
         self.notify(q.key)
 
@@ -114,6 +119,7 @@ class Catalogue:
         self._by_id = {q.queue_id: q for q in qs}
         self._consumers = {c.queue_key: c for c in consumers}
         self._counts = {key: [n, 0] for key, n in counts.items()}
+        self._nonempty = {key for key, n in counts.items() if n > 0}
         for key in changed:
             self.notify(key)
 
@@ -131,12 +137,14 @@ class Catalogue:
 
     def set_counts(self, key: int, count: int, size: int, oldest_ms: int | None) -> None:
         self._counts[key] = [count, size]
+        self._counted(key, count)
         if oldest_ms is not None:
             self._oldest[key] = oldest_ms
 
     def set_count(self, key: int, count: int) -> None:
         c = self._counts.setdefault(key, [0, 0])
         c[0] = max(count, 0)
+        self._counted(key, c[0])
 
     def took(self, key: int, count: int) -> None:
         """``count`` messages of the queue are gone (acked, moved, expired): never below 0."""
@@ -146,6 +154,13 @@ class Catalogue:
         c = self._counts.setdefault(key, [0, 0])
         c[0] += count
         c[1] += size
+        self._counted(key, c[0])
+
+    def _counted(self, key: int, count: int) -> None:
+        if count > 0:
+            self._nonempty.add(key)
+        else:
+            self._nonempty.discard(key)
 
     def oldest(self, key: int) -> int | None:
         """The send time of the queue's oldest message; 0 if empty; None if not known."""

@@ -371,6 +371,41 @@ async def test_an_idle_store_stops_checkpointing_until_something_is_committed(
     assert await count_after_reopen(tmp_path / "data") == 2
 
 
+async def test_the_clock_mark_of_an_idle_store_wakes_the_checkpoint_loop_once_a_minute(
+    tmp_path, monkeypatch
+):
+    """An idle daemon saves its clock's mark every two seconds: those one-page commits wake
+    the waiting checkpoint loop only every QUIET_COMMITS, and then it copies them all."""
+    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
+    store = SqliteStore(tmp_path / "data")
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])
+        await eventually(lambda: store.checkpoint_idle, 10)
+        rounds = store.checkpoint_rounds
+        for i in range(1, sqlite_core.QUIET_COMMITS):
+            await store.save_clock_mark(T0 + 2_000 * i)
+        assert store.checkpoint_idle and store.checkpoint_rounds == rounds
+        assert await store.clock_mark() == T0 + 2_000 * (sqlite_core.QUIET_COMMITS - 1)
+        await store.save_clock_mark(T0 + 2_000 * sqlite_core.QUIET_COMMITS)
+        await eventually(lambda: store.checkpoint_rounds > rounds, 10)
+        await eventually(lambda: store.checkpoint_idle, 10)
+        con = sqlite3.connect(tmp_path / "data" / "scheduler.sqlite")
+        try:
+            busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        finally:
+            con.close()
+        assert busy == 0 and frames == copied
+        # a send wakes it at once, whatever the quiet commits before it
+        await store.save_clock_mark(T0 + 90_000)
+        rounds = store.checkpoint_rounds
+        await store.enqueue(q, [NewMessage("b", "json", b"{}", T0, T0)])
+        await eventually(lambda: store.checkpoint_rounds > rounds, 10)
+    finally:
+        await store.close()
+
+
 async def count_after_reopen(data) -> int:
     store = SqliteStore(data)
     await store.open(T0)

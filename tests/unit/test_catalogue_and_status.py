@@ -37,6 +37,26 @@ def test_any_fifo_follows_every_change_of_the_queues():
     assert c.any_fifo()
 
 
+def test_the_queues_with_messages_follow_every_count_change():
+    c = Catalogue()
+    for key in (1, 2, 3):
+        c.remember(record(key, f"q{key}"))
+    assert c.with_messages() == set()
+    c.add(1, 5, 50)  # a send committed
+    c.set_counts(2, 3, 30, 0)  # a count read from the database
+    assert c.with_messages() == {1, 2}
+    c.add(1, -5, -50)  # all acked
+    c.took(2, 1)
+    assert c.with_messages() == {2}
+    c.set_count(2, 0)
+    c.add(3, 1, 1)
+    assert c.with_messages() == {3}
+    c.forget(record(3, "q3"))
+    assert c.with_messages() == set()
+    c.replace([record(4, "q4"), record(5, "q5")], [], {4: 2, 5: 0})
+    assert c.with_messages() == {4}
+
+
 async def test_without_systemd_the_status_line_is_never_worked_out():
     asked = []
     task = asyncio.ensure_future(

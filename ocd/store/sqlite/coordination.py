@@ -62,5 +62,6 @@ class SqliteCoordination(SqliteCore):
             tx.conn.execute(sql.RAISE_META, (CLOCK_MARK_KEY, mark_to_bytes(now_ms)))
 
         # Not durable by itself: the next durable commit (a send) syncs it. One row: it may
-        # commit on the loop, without a hop to the writer's thread every MARK_EVERY_S.
-        await self._submit(Call(save, durable=False, most_rows=1))
+        # commit on the loop, without a hop to the writer's thread every MARK_EVERY_S, and
+        # is quiet: the checkpoint loop need not copy it at once (core.QUIET_COMMITS).
+        await self._submit(Call(save, durable=False, most_rows=1, quiet=True))

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 DB_NAME = "scheduler.sqlite"
 CHECKPOINT_EVERY_S = 0.5
+# Quiet commits (``Op.quiet``: the clock's mark) that wake the waiting checkpoint loop once:
+# at one every two seconds, the WAL of an idle daemon holds at most a minute's pages.
+QUIET_COMMITS = 30
 # Past this size the writer checkpoints between two groups so that the WAL starts over, and
 # SQLite then truncates the file back to it (journal_size_limit). The most: at open it is
 # sized down to a quarter of the disk reserve (``ocd.store.sqlite.space``), so that a full
@@ -83,6 +86,7 @@ class SqliteCore:
         self.checkpoint_idle = False
         # Wakes the waiting checkpoint loop: set by every commit and when the disk fills
         self._checkpoint_wake = asyncio.Event()
+        self._quiet_commits = 0  # since the loop was last woken
         self._closing = False
         # for metrics: the operations in each commit, and whether it ran on the event loop
         self.on_commit: Callable[[int, bool], None] | None = None
@@ -144,8 +148,9 @@ class SqliteCore:
         After a round that copied the whole WAL and synced the mark, the loop has nothing
         to do until the next commit, and waits for one (``checkpoint_idle``) instead of
         waking every half second: a round costs a hop to each of two threads and a stat of
-        the WAL, the most of what an idle daemon did. A disk that fills wakes it too: while
-        full, every round looks for room again, with or without commits."""
+        the WAL, the most of what an idle daemon did. Quiet commits (the clock's mark) wake
+        it only every ``QUIET_COMMITS``. A disk that fills wakes it too: while full, every
+        round looks for room again, with or without commits."""
         assert self._ckpt is not None and self._writer is not None
         wal = Path(f"{self.path}-wal")
         done_at: int | None = None  # the writer's commits when a round left nothing to do
@@ -517,7 +522,11 @@ class SqliteCore:
             tx.oldest_known[key] = found or 0
 
     def _committed(self, tx: Tx, ops: list[Op]) -> None:
-        self._checkpoint_wake.set()
+        if all(op.quiet for op in ops) and self._quiet_commits < QUIET_COMMITS - 1:
+            self._quiet_commits += 1
+        else:
+            self._quiet_commits = 0
+            self._checkpoint_wake.set()
         if self.on_commit is not None:
             self.on_commit(len(ops), tx.on_loop)
         cat = self.catalogue

@@ -101,6 +101,11 @@ class Op:
     # Does it store new messages? While the disk is full these are refused before they
     # are tried (``Writer(refuse=...)``); everything else (claims, acks) still runs.
     grows = False
+    # Is it one of the small writes a daemon makes while idle (the clock's mark, every
+    # MARK_EVERY_S)? A commit of only such operations adds a page to the WAL and wakes the
+    # checkpoint loop only every ``QUIET_COMMITS`` (``ocd.store.sqlite.core``), not each
+    # time: an idle daemon's rounds were a hop to two threads every two seconds.
+    quiet = False
 
     future: asyncio.Future[Any]  # made by Writer.submit
 
@@ -122,6 +127,7 @@ class Call(Op):
         durable: bool = True,
         most_rows: int | None = None,
         grows: bool = False,
+        quiet: bool = False,
     ) -> None:
         super().__init__()
         self.fn = fn
@@ -129,6 +135,7 @@ class Call(Op):
         self.durable = durable
         self.most_rows = most_rows
         self.grows = grows
+        self.quiet = quiet
 
     def apply(self, tx: Tx) -> None:
         self.result = self.fn(tx, *self.args)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from ocd.errors import StoreError
-from ocd.store import NewMessage, SqliteStore
+from ocd.store import DeadLetter, KvEntry, KvNamespace, NewMessage, SqliteStore
 from ocd.store.sqlite import core as sqlite_core
 from ocd.store.sqlite import writer as w
 from ocd.store.sqlite.ops import Call, Tx
@@ -402,6 +402,34 @@ async def test_the_clock_mark_of_an_idle_store_wakes_the_checkpoint_loop_once_a_
         rounds = store.checkpoint_rounds
         await store.enqueue(q, [NewMessage("b", "json", b"{}", T0, T0)])
         await eventually(lambda: store.checkpoint_rounds > rounds, 10)
+    finally:
+        await store.close()
+
+
+async def test_the_sweeps_of_an_idle_store_leave_the_checkpoint_loop_waiting(
+    tmp_path, monkeypatch
+):
+    """The retention sweep runs every few seconds on an idle daemon: with nothing to
+    expire it commits nothing that needs a checkpoint; an expired KV key it deletes does."""
+    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
+    store = SqliteStore(tmp_path / "data")
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])
+        ns = KvNamespace("local", "ns")
+        await store.kv_put(ns, "later", KvEntry(b"x", T0 + 60_000))
+        await eventually(lambda: store.checkpoint_idle, 10)
+        rounds = store.checkpoint_rounds
+        for _ in range(5):
+            assert await store.expire(T0 + 1_000) == []
+            assert await store.kv_expire(T0 + 1_000) == 0
+            # a commit that changes no row (an ack of nothing) adds nothing to copy
+            await store.settle(q, [], [], [], DeadLetter(None), T0 + 1_000)
+        assert store.checkpoint_idle and store.checkpoint_rounds == rounds
+        assert await store.kv_expire(T0 + 60_000) == 1
+        await eventually(lambda: store.checkpoint_rounds > rounds, 10)
+        assert await store.kv_get(ns, "later", T0) is None
     finally:
         await store.close()
 

@@ -221,15 +221,19 @@ class SqliteCore:
         where the read connection's thread cost several times the query, in hand-overs of
         the GIL and wake-ups of the loop. None if not now (a slow disk, or the database
         busy for a moment: a checkpoint starting the WAL over): read through ``_r``."""
+        rows = self._quick_rows(statement, params)
+        return rows[0] if rows else None
+
+    def _quick_rows(self, statement: str, params: Any) -> list[Any] | None:
+        """``_quick_one``'s read, every row; None if not now."""
         if self._quick is None or self._writer is None or not self._writer.inline_now():
             return None
         try:
             # every row read: the statement ends, and its snapshot with it (a snapshot left
             # open would keep a checkpoint from starting the WAL over)
-            rows = self._quick.execute(statement, params).fetchall()
+            return self._quick.execute(statement, params).fetchall()
         except sqlite3.OperationalError:
             return None
-        return rows[0] if rows else None
 
     def _store_error(self, err: StoreError) -> None:
         if isinstance(err, StoreFull):
@@ -522,7 +526,9 @@ class SqliteCore:
             tx.oldest_known[key] = found or 0
 
     def _committed(self, tx: Tx, ops: list[Op]) -> None:
-        if all(op.quiet for op in ops) and self._quiet_commits < QUIET_COMMITS - 1:
+        if not tx.wrote:
+            pass  # nothing in the WAL for the checkpoint loop to copy
+        elif all(op.quiet for op in ops) and self._quiet_commits < QUIET_COMMITS - 1:
             self._quiet_commits += 1
         else:
             self._quiet_commits = 0

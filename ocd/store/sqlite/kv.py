@@ -53,6 +53,8 @@ class SqliteKv(SqliteCore):
         def expire(tx: Tx) -> int:
             return max(tx.conn.execute(sql.KV_EXPIRE, (now_ms, EXPIRE_CHUNK)).rowcount, 0)
 
+        if self._quick_rows(sql.KV_ANY_EXPIRED, (now_ms,)) == []:
+            return 0  # asked every few seconds: no hop to the writer's thread for nothing
         total = 0
         while True:
             # Not durable by itself: an expired key is invisible to reads whether or not

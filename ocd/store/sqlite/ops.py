@@ -73,6 +73,9 @@ class Tx:
         self.oldest_known: dict[int, int] = {}
         self.notify: set[int] = set()
         self.on_loop = False  # committed on the event loop's thread, not the writer's
+        # Whether it changed any row (``total_changes``): a commit that changed none (a sweep
+        # that found nothing to delete) added nothing to the WAL for a checkpoint to copy.
+        self.wrote = True
 
     def added(self, key: int, count: int, size: int, min_sent_ms: int) -> None:
         d = self.delta.setdefault(key, [0, 0])

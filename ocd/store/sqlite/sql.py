@@ -659,6 +659,8 @@ DELETE FROM kv WHERE rowid IN (
 )
 """
 
+KV_ANY_EXPIRED = "SELECT 1 FROM kv WHERE expires_ms IS NOT NULL AND expires_ms <= ? LIMIT 1"
+
 # ------------------------------------------------------------- standard queues as a log (layout.py)
 
 # A queue's cursor row: the first unclaimed seq of its ready band, and the numbers each band

@@ -372,6 +372,7 @@ class Writer:
                 conn.execute(f"PRAGMA synchronous={sync}")
                 self._sync = sync
         counted = durable and self._mark is not None
+        changes = conn.total_changes
         conn.execute("BEGIN IMMEDIATE")
         try:
             enqueues = [op for op in ops if isinstance(op, Enqueue)]
@@ -401,6 +402,7 @@ class Writer:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
             raise
+        tx.wrote = conn.total_changes != changes
         if tx.learnt:
             self.delivered.learn(tx.learnt)
         if counted:

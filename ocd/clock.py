@@ -49,7 +49,10 @@ Clock = Callable[[], int]
 
 STEP_MS = 2_000  # a jump of the wall clock against the monotonic one that is logged
 SLEW_DIVISOR = 20  # catch up with the wall clock at 1/20 of the elapsed time (5 %)
-MARK_EVERY_S = 2.0  # how often the daemon persists its clock's high-water mark
+# How often the daemon persists its clock's high-water mark. Each save is a commit and two
+# wake-ups of an idle daemon; what a crash may have used after the last save (the margin a
+# clock stepped back across a restart starts ahead by) is at most this long.
+MARK_EVERY_S = 10.0
 TEST_OFFSET_ENV = "OCD_TEST_WALL_OFFSET_FILE"
 _TEST_REREAD_NS = 50_000_000
 

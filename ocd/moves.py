@@ -161,7 +161,10 @@ class Moves:
 
     async def adopt_loop(self, every_s: float = MOVE_ADOPT_S) -> None:
         """Go on with active tasks whose node died (shared databases: once its heartbeat
-        has lapsed and a node has reaped it), every ``every_s``."""
+        has lapsed and a node has reaped it), every ``every_s``; on a store where no such
+        task appears while this node runs (SQLite), nothing."""
+        if not self.store.orphans_appear:
+            return
         while True:
             await asyncio.sleep(every_s)
             with contextlib.suppress(StoreError):

@@ -312,6 +312,11 @@ class Browsing(Protocol):
 class MoveTasks(Protocol):
     """Moving messages between queues: redrives, and bulk move tasks that survive a crash."""
 
+    # Whether tasks no live node runs can appear while this node runs (a shared database:
+    # another node dies), so that the daemon looks for them every few seconds. SQLite has
+    # one owner, who adopts its predecessor's at start (``adopt_move_tasks``).
+    orphans_appear: bool
+
     async def move_messages(
         self, source: QueueRecord, dest: QueueRecord, seqs: Sequence[int], now_ms: int
     ) -> int:

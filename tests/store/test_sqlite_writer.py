@@ -374,7 +374,7 @@ async def test_an_idle_store_stops_checkpointing_until_something_is_committed(
 async def test_the_clock_mark_of_an_idle_store_wakes_the_checkpoint_loop_once_a_minute(
     tmp_path, monkeypatch
 ):
-    """An idle daemon saves its clock's mark every two seconds: those one-page commits wake
+    """An idle daemon saves its clock's mark every MARK_EVERY_S: those one-page commits wake
     the waiting checkpoint loop only every QUIET_COMMITS, and then it copies them all."""
     monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
     store = SqliteStore(tmp_path / "data")

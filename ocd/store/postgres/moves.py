@@ -25,6 +25,8 @@ from ocd.store.values import (
 
 
 class PostgresMoves(PostgresCore):
+    orphans_appear = True
+
     # ---------------------------------------------------------------- moving messages
 
     async def move_messages(

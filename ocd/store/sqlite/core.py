@@ -43,8 +43,8 @@ log = logging.getLogger(__name__)
 DB_NAME = "scheduler.sqlite"
 CHECKPOINT_EVERY_S = 0.5
 # Quiet commits (``Op.quiet``: the clock's mark) that wake the waiting checkpoint loop once:
-# at one every two seconds, the WAL of an idle daemon holds at most a minute's pages.
-QUIET_COMMITS = 30
+# at one every ten seconds (``ocd.clock.MARK_EVERY_S``), once a minute on an idle daemon.
+QUIET_COMMITS = 6
 # Past this size the writer checkpoints between two groups so that the WAL starts over, and
 # SQLite then truncates the file back to it (journal_size_limit). The most: at open it is
 # sized down to a quarter of the disk reserve (``ocd.store.sqlite.space``), so that a full

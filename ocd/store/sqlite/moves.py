@@ -38,6 +38,7 @@ from ocd.store.values import (
 
 
 class SqliteMoves(SqliteCore):
+    orphans_appear = False
     # Whether this store has adopted its predecessor's active tasks: one process owns the
     # data (``guard``) and gives its own tasks its node id, so after that there are never
     # others, and the daemon's adoption loop costs no read every few seconds.

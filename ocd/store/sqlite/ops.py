@@ -107,7 +107,7 @@ class Op:
     # Is it one of the small writes a daemon makes while idle (the clock's mark, every
     # MARK_EVERY_S)? A commit of only such operations adds a page to the WAL and wakes the
     # checkpoint loop only every ``QUIET_COMMITS`` (``ocd.store.sqlite.core``), not each
-    # time: an idle daemon's rounds were a hop to two threads every two seconds.
+    # time: each round is a hop to two threads and a sync of the commit mark.
     quiet = False
 
     future: asyncio.Future[Any]  # made by Writer.submit

@@ -9,15 +9,17 @@ which is how a slow disk shows up to the writer (time asleep in the commit).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
 
 from ocd.errors import StoreError
-from ocd.store import DeadLetter, KvEntry, KvNamespace, NewMessage, SqliteStore
+from ocd.store import DeadLetter, KvEntry, KvNamespace, NewMessage, QueueRecord, SqliteStore
 from ocd.store.sqlite import core as sqlite_core
 from ocd.store.sqlite import writer as w
 from ocd.store.sqlite.ops import Call, Tx
@@ -342,32 +344,44 @@ async def test_single_sends_sharing_a_commit_keep_their_order_around_a_delayed_o
         await store.close()
 
 
+@contextlib.asynccontextmanager
+async def idle_store(path, monkeypatch) -> AsyncIterator[tuple[SqliteStore, QueueRecord]]:
+    """A store with one message sent whose checkpoint loop has copied it and waits; rounds
+    every 10 ms, not every half second."""
+    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
+    store = SqliteStore(path)
+    await store.open(T0)
+    try:
+        q = await store.ensure_queue("jobs", "local", None, T0)
+        await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])
+        await eventually(lambda: store.checkpoint_idle, 10)
+        yield store, q
+    finally:
+        await store.close()
+
+
+def assert_wal_copied(path) -> None:
+    """Everything committed was copied into the database file."""
+    con = sqlite3.connect(path / "scheduler.sqlite")
+    try:
+        busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        con.close()
+    assert busy == 0 and frames == copied
+
+
 async def test_an_idle_store_stops_checkpointing_until_something_is_committed(
     tmp_path, monkeypatch
 ):
     """The checkpoint loop copies what was committed, then waits for the next commit
     instead of waking every round (an idle daemon's wake-ups cost a hop to two threads
     each), and checkpoints again after it."""
-    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
-    store = SqliteStore(tmp_path / "data")
-    await store.open(T0)
-    try:
-        q = await store.ensure_queue("jobs", "local", None, T0)
-        await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])
-        await eventually(lambda: store.checkpoint_idle, 10)
+    async with idle_store(tmp_path / "data", monkeypatch) as (store, q):
         rounds = store.checkpoint_rounds
         await store.enqueue(q, [NewMessage("b", "json", b"{}", T0, T0)])
         await eventually(lambda: store.checkpoint_rounds > rounds, 10)
         await eventually(lambda: store.checkpoint_idle, 10)
-        # everything committed was copied into the database file before the loop stopped
-        con = sqlite3.connect(tmp_path / "data" / "scheduler.sqlite")
-        try:
-            busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        finally:
-            con.close()
-        assert busy == 0 and frames == copied
-    finally:
-        await store.close()
+        assert_wal_copied(tmp_path / "data")  # before the loop stopped
     assert await count_after_reopen(tmp_path / "data") == 2
 
 
@@ -376,13 +390,7 @@ async def test_the_clock_mark_of_an_idle_store_wakes_the_checkpoint_loop_once_a_
 ):
     """An idle daemon saves its clock's mark every MARK_EVERY_S: those one-page commits wake
     the waiting checkpoint loop only every QUIET_COMMITS, and then it copies them all."""
-    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
-    store = SqliteStore(tmp_path / "data")
-    await store.open(T0)
-    try:
-        q = await store.ensure_queue("jobs", "local", None, T0)
-        await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])
-        await eventually(lambda: store.checkpoint_idle, 10)
+    async with idle_store(tmp_path / "data", monkeypatch) as (store, q):
         rounds = store.checkpoint_rounds
         for i in range(1, sqlite_core.QUIET_COMMITS):
             await store.save_clock_mark(T0 + 2_000 * i)
@@ -391,33 +399,19 @@ async def test_the_clock_mark_of_an_idle_store_wakes_the_checkpoint_loop_once_a_
         await store.save_clock_mark(T0 + 2_000 * sqlite_core.QUIET_COMMITS)
         await eventually(lambda: store.checkpoint_rounds > rounds, 10)
         await eventually(lambda: store.checkpoint_idle, 10)
-        con = sqlite3.connect(tmp_path / "data" / "scheduler.sqlite")
-        try:
-            busy, frames, copied = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        finally:
-            con.close()
-        assert busy == 0 and frames == copied
+        assert_wal_copied(tmp_path / "data")
         # a send wakes it at once, whatever the quiet commits before it
         await store.save_clock_mark(T0 + 90_000)
         rounds = store.checkpoint_rounds
         await store.enqueue(q, [NewMessage("b", "json", b"{}", T0, T0)])
         await eventually(lambda: store.checkpoint_rounds > rounds, 10)
-    finally:
-        await store.close()
 
 
-async def test_the_sweeps_of_an_idle_store_leave_the_checkpoint_loop_waiting(
-    tmp_path, monkeypatch
-):
+async def test_the_sweeps_of_an_idle_store_leave_the_checkpoint_loop_waiting(tmp_path, monkeypatch):
     """The retention sweep runs every few seconds on an idle daemon: with nothing to
     expire it commits nothing that needs a checkpoint; an expired KV key it deletes does."""
-    monkeypatch.setattr(sqlite_core, "CHECKPOINT_EVERY_S", 0.01)
-    store = SqliteStore(tmp_path / "data")
-    await store.open(T0)
-    try:
-        q = await store.ensure_queue("jobs", "local", None, T0)
-        await store.enqueue(q, [NewMessage("a", "json", b"{}", T0, T0)])
-        ns = KvNamespace("local", "ns")
+    ns = KvNamespace("local", "ns")
+    async with idle_store(tmp_path / "data", monkeypatch) as (store, q):
         await store.kv_put(ns, "later", KvEntry(b"x", T0 + 60_000))
         await eventually(lambda: store.checkpoint_idle, 10)
         rounds = store.checkpoint_rounds
@@ -430,8 +424,6 @@ async def test_the_sweeps_of_an_idle_store_leave_the_checkpoint_loop_waiting(
         assert await store.kv_expire(T0 + 60_000) == 1
         await eventually(lambda: store.checkpoint_rounds > rounds, 10)
         assert await store.kv_get(ns, "later", T0) is None
-    finally:
-        await store.close()
 
 
 async def count_after_reopen(data) -> int:

@@ -38,11 +38,9 @@ from ocd.store.values import (
 
 
 class SqliteMoves(SqliteCore):
+    # One process owns the data (``guard``) and gives its own tasks its node id: the tasks
+    # of its predecessor, adopted at start, are the only ones it ever finds.
     orphans_appear = False
-    # Whether this store has adopted its predecessor's active tasks: one process owns the
-    # data (``guard``) and gives its own tasks its node id, so after that there are never
-    # others, and the daemon's adoption loop costs no read every few seconds.
-    _orphans_adopted = False
 
     async def move_messages(
         self, source: QueueRecord, dest: QueueRecord, seqs: Sequence[int], now_ms: int
@@ -137,14 +135,11 @@ class SqliteMoves(SqliteCore):
 
     async def adopt_move_tasks(self) -> list[MoveTaskRow]:
         assert self._r is not None
-        if self._orphans_adopted:
-            return []
         try:  # a read first: asked every few seconds, this must not cost a commit each time
             (orphans,) = await read_one(self._r, sql.COUNT_ORPHAN_MOVE_TASKS, (self.node_id,))
         except sqlite3.Error as e:
             raise translate(e, self.where, "read") from e
         if not orphans:
-            self._orphans_adopted = True
             return []
 
         def adopt(tx: Tx) -> list[MoveTaskRow]:
@@ -152,5 +147,4 @@ class SqliteMoves(SqliteCore):
             return [move_task_from_row(r) for r in rows]
 
         result: list[MoveTaskRow] = await self._submit(Call(adopt))
-        self._orphans_adopted = True
         return result

@@ -526,13 +526,8 @@ class SqliteCore:
             tx.oldest_known[key] = found or 0
 
     def _committed(self, tx: Tx, ops: list[Op]) -> None:
-        if not tx.wrote:
-            pass  # nothing in the WAL for the checkpoint loop to copy
-        elif all(op.quiet for op in ops) and self._quiet_commits < QUIET_COMMITS - 1:
-            self._quiet_commits += 1
-        else:
-            self._quiet_commits = 0
-            self._checkpoint_wake.set()
+        if tx.wrote:  # a commit that changed no row put nothing in the WAL to copy
+            self._wake_checkpoints(ops)
         if self.on_commit is not None:
             self.on_commit(len(ops), tx.on_loop)
         cat = self.catalogue
@@ -546,6 +541,15 @@ class SqliteCore:
                 cat.set_oldest(key, min(prev, sent_ms) if prev else sent_ms)
         for key in tx.notify:
             cat.notify(key)
+
+    def _wake_checkpoints(self, ops: list[Op]) -> None:
+        """Wake the waiting checkpoint loop after a commit that wrote: at once, or after
+        QUIET_COMMITS of them if every operation was quiet (``Op.quiet``)."""
+        if all(op.quiet for op in ops) and self._quiet_commits < QUIET_COMMITS - 1:
+            self._quiet_commits += 1
+            return
+        self._quiet_commits = 0
+        self._checkpoint_wake.set()
 
 
 def _copied_all(checkpointed: list[Any]) -> bool:
